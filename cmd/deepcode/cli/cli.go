@@ -1,0 +1,156 @@
+// Package cli implements the deepcode command.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/buildinfo"
+	"github.com/deepcode-dev/deepcode/shared/config"
+	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/paths"
+	"github.com/spf13/cobra"
+)
+
+// Exit statuses.
+const (
+	exitOK         = 0
+	exitFailure    = 1
+	exitUsage      = 2
+	exitNotRunning = 3 // service status, as systemctl status does
+)
+
+// exitError carries an exit status through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+// app is the state shared by the commands of one invocation.
+type app struct {
+	stdout, stderr io.Writer
+	database       string
+	jsonOut        bool
+	layout         *paths.Layout
+	cfg            *config.Config
+}
+
+// Main runs the CLI and returns its exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: stderr}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			a.printError(ee.err)
+		}
+		return ee.code
+	}
+	if _, ok := errs.As(err); ok {
+		a.printError(err)
+		return exitFailure
+	}
+	// cobra's own errors: unknown command or flag, bad arguments.
+	a.printError(errs.New(errs.UsageError, "%v (see deepcode --help)", err))
+	return exitUsage
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "deepcode",
+		Short:         "deepcode runs coding agents in a per-user background service",
+		Version:       buildinfo.Version,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.PersistentFlags().StringVar(&a.database, "database", "", "database file of the instance to address (default $DEEPCODE_HOME/state/deepcode.sqlite3)")
+	root.AddCommand(a.serviceCommand(), a.serveCommand())
+	return root
+}
+
+// setup resolves the layout and configuration for the selected database.
+func (a *app) setup(cmd *cobra.Command, flagKeys map[string]string) error {
+	l, err := paths.Resolve("", a.database)
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(config.LoadOptions{File: paths.ConfigFile(l.Home), Flags: cmd.Flags(), FlagKeys: flagKeys})
+	if err != nil {
+		return err
+	}
+	a.layout, a.cfg = l, cfg
+	return nil
+}
+
+// printError writes err as {"error": {...}} on stdout with --json, or as a
+// message on stderr.
+func (a *app) printError(err error) {
+	e := errs.From(err)
+	if a.jsonOut {
+		a.printJSON(struct {
+			Error errs.Wire `json:"error"`
+		}{e.ToWire()})
+		return
+	}
+	fmt.Fprintf(a.stderr, "deepcode: %s (%s)\n", e.Message, e.Code)
+}
+
+func (a *app) printJSON(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "deepcode: cannot encode output: %v\n", err)
+		return
+	}
+	fmt.Fprintln(a.stdout, string(b))
+}
+
+// progress prints msg on stderr if the returned stop is not called within a
+// second: waits shorter than that stay silent.
+func (a *app) progress(msg string) (stop func()) {
+	t := time.AfterFunc(time.Second, func() { fmt.Fprintln(a.stderr, msg) })
+	return func() { t.Stop() }
+}
+
+// libexecDir finds the service binaries: $DEEPCODE_LIBEXEC, beside this
+// executable, or in ../libexec/deepcode (distribution packages).
+func libexecDir() (string, error) {
+	candidates := []string{}
+	if d := os.Getenv("DEEPCODE_LIBEXEC"); d != "" {
+		candidates = append(candidates, d)
+	}
+	if exe, err := os.Executable(); err == nil {
+		dir := filepath.Dir(exe)
+		candidates = append(candidates, dir, filepath.Join(dir, "..", "libexec", "deepcode"), filepath.Join(dir, "..", "lib", "deepcode"))
+	}
+	for _, d := range candidates {
+		if fi, err := os.Stat(filepath.Join(d, "deepcode-supervisor"+exeSuffix)); err == nil && fi.Mode().IsRegular() {
+			return d, nil
+		}
+	}
+	return "", errs.New(errs.StartFailed, "cannot find deepcode-supervisor beside %s or in ../libexec/deepcode: reinstall deepcode or set DEEPCODE_LIBEXEC", candidates)
+}

@@ -1,0 +1,49 @@
+//go:build !windows
+
+package cli
+
+import (
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+const exeSuffix = ""
+
+// detach puts the supervisor in its own session: no controlling terminal,
+// so closing the launching terminal does not signal it.
+func detach(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+}
+
+// processAlive reports whether pid runs. An exited process waiting to be
+// reaped (a zombie) is not running: its parent may be slow to reap it.
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	if err != nil && err != syscall.EPERM {
+		return false
+	}
+	return !isZombie(pid)
+}
+
+// terminateLaunched stops and reaps a supervisor we launched that never
+// became ready.
+func terminateLaunched(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// execSupervisor replaces this process with the supervisor (serve).
+func execSupervisor(path string, args, env []string) error {
+	return syscall.Exec(path, append([]string{path}, args...), env)
+}

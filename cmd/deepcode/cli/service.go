@@ -1,0 +1,279 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/client"
+	"github.com/deepcode-dev/deepcode/shared/discovery"
+	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/logging"
+	"github.com/deepcode-dev/deepcode/shared/mgmt"
+	"github.com/spf13/cobra"
+)
+
+// statusOutput is what status, start and stop print with --json: the same
+// shape whether or not the service runs.
+type statusOutput struct {
+	Running bool `json:"running"`
+	mgmt.Status
+	// Note says what happened beyond the status (e.g. a replacement).
+	Note string `json:"note,omitempty"`
+}
+
+func (a *app) serviceCommand() *cobra.Command {
+	svc := &cobra.Command{
+		Use:   "service",
+		Short: "Start, inspect and stop the background service",
+	}
+	svc.AddCommand(a.startCommand(), a.statusCommand(), a.stopCommand(), a.restartCommand(), a.logsCommand())
+	return svc
+}
+
+func (a *app) startCommand() *cobra.Command {
+	var port int
+	cmd := &cobra.Command{
+		Use:   "start",
+		Short: "Start the service (or find the running one) and wait until it is ready",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.setup(cmd, map[string]string{"port": "port"}); err != nil {
+				return err
+			}
+			st, started, err := a.start(cmd.Context(), startOptions{port: port, portSet: cmd.Flags().Changed("port")})
+			if err != nil {
+				return err
+			}
+			a.printStatus(st, startedNote(started))
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&port, "port", 3081, "TCP port on 127.0.0.1 (0 picks a free port)")
+	cmd.Flags().BoolVar(&a.jsonOut, "json", false, "print the status as JSON")
+	return cmd
+}
+
+func startedNote(started bool) string {
+	if started {
+		return "started"
+	}
+	return "already running"
+}
+
+func (a *app) statusCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the service's status (exit 3 when it is not running)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.setup(cmd, nil); err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
+			defer cancel()
+			m, err := client.Connect(ctx, a.layout, client.Options{})
+			if err != nil {
+				if a.notRunning(err) {
+					a.printStatus(a.stoppedStatus(), "")
+					return &exitError{code: exitNotRunning}
+				}
+				return err
+			}
+			defer m.Close()
+			st, err := m.Status(ctx)
+			if err != nil {
+				return err
+			}
+			a.printStatus(st, "")
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&a.jsonOut, "json", false, "print the status as JSON")
+	return cmd
+}
+
+// notRunning reports errors that mean "no live instance": a missing or stale
+// discovery record nobody holds the lock for.
+func (a *app) notRunning(err error) bool {
+	switch errs.CodeOf(err) {
+	case errs.ServiceNotRunning:
+		return true
+	case errs.IdentityMismatch:
+		return !discovery.InstanceLockHeld(a.layout)
+	}
+	return false
+}
+
+func (a *app) stoppedStatus() mgmt.Status {
+	return mgmt.Status{Phase: mgmt.PhaseStopped, Database: a.layout.Database, DBID: a.layout.DBID,
+		Sockets: map[string]string{}, Services: map[string]mgmt.ServiceState{}}
+}
+
+func (a *app) printStatus(st mgmt.Status, note string) {
+	running := st.Phase != mgmt.PhaseStopped && st.InstanceID != ""
+	if a.jsonOut {
+		a.printJSON(statusOutput{Running: running, Status: st, Note: note})
+		return
+	}
+	if !running {
+		fmt.Fprintf(a.stdout, "deepcode service: not running (database %s)\n", st.Database)
+		if note != "" {
+			fmt.Fprintf(a.stdout, "  %s\n", note)
+		}
+		return
+	}
+	w := a.stdout
+	fmt.Fprintf(w, "deepcode service: %s", st.Phase)
+	if note != "" {
+		fmt.Fprintf(w, " (%s)", note)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  instance:   %s (pid %d, %s)\n", st.InstanceID, st.PID, st.Activation)
+	fmt.Fprintf(w, "  address:    http://%s\n", st.Address)
+	fmt.Fprintf(w, "  database:   %s (id %s, schema %d)\n", st.Database, st.DBID, st.SchemaVersion)
+	fmt.Fprintf(w, "  version:    %s (protocol %s)\n", st.Version, st.ProtocolVersion)
+	fmt.Fprintf(w, "  activity:   %d turns, %d terminals, %d handlers\n", st.Activity.Turns, st.Activity.Terminals, st.Activity.Handlers)
+	names := make([]string, 0, len(st.Services))
+	for n := range st.Services {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, n := range names {
+		s := st.Services[n]
+		if s.PID != 0 {
+			parts = append(parts, fmt.Sprintf("%s %s (pid %d)", n, s.State, s.PID))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s %s", n, s.State))
+		}
+	}
+	fmt.Fprintf(w, "  services:   %s\n", strings.Join(parts, ", "))
+}
+
+type stopOptions struct {
+	drain         bool
+	timeout       time.Duration
+	cancelRunning bool
+}
+
+func (a *app) stopFlags(cmd *cobra.Command, o *stopOptions) {
+	cmd.Flags().BoolVar(&o.drain, "drain", true, "wait for admitted turns and open terminals to finish first (--drain=false stops at once)")
+	cmd.Flags().Var((*seconds)(&o.timeout), "timeout", "how long to wait for work to drain, in seconds or as a duration (60, 90s, 2m); default service.stop_timeout")
+	cmd.Flags().BoolVar(&o.cancelRunning, "cancel-running", false, "cancel running turns and close terminals, then stop")
+	cmd.Flags().BoolVar(&a.jsonOut, "json", false, "print the result as JSON")
+}
+
+func (a *app) stopCommand() *cobra.Command {
+	var o stopOptions
+	cmd := &cobra.Command{
+		Use:   "stop",
+		Short: "Drain and stop the service (exits non-zero and keeps it running if the drain times out)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.setup(cmd, nil); err != nil {
+				return err
+			}
+			lock, err := a.managementLock(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer lock.Release()
+			res, err := a.stop(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			a.printStatus(a.stoppedStatus(), res)
+			return nil
+		},
+	}
+	a.stopFlags(cmd, &o)
+	return cmd
+}
+
+func (a *app) restartCommand() *cobra.Command {
+	var o stopOptions
+	var port int
+	cmd := &cobra.Command{
+		Use:   "restart",
+		Short: "Stop the service (draining by default) and start it again",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.setup(cmd, map[string]string{"port": "port"}); err != nil {
+				return err
+			}
+			so := startOptions{port: port, portSet: cmd.Flags().Changed("port")}
+			lock, err := a.managementLock(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if st, err := a.connectedStatus(cmd.Context()); err == nil && !so.portSet {
+				// Keep the port the instance had (it may have been picked by --port 0).
+				so.port, so.portSet = st.Port, true
+			}
+			if _, err := a.stop(cmd.Context(), o); err != nil {
+				lock.Release()
+				return err
+			}
+			lock.Release()
+			st, _, err := a.start(cmd.Context(), so)
+			if err != nil {
+				return err
+			}
+			a.printStatus(st, "restarted")
+			return nil
+		},
+	}
+	a.stopFlags(cmd, &o)
+	cmd.Flags().IntVar(&port, "port", 3081, "TCP port for the new instance (default: the old instance's)")
+	return cmd
+}
+
+func (a *app) logsCommand() *cobra.Command {
+	var lines int
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "logs",
+		Short: "Print the service log",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.setup(cmd, nil); err != nil {
+				return err
+			}
+			if lines < 0 {
+				return &exitError{code: exitUsage, err: errs.New(errs.UsageError, "--lines must be 0 or more")}
+			}
+			if follow && a.jsonOut {
+				return &exitError{code: exitUsage, err: errs.New(errs.UsageError, "--follow cannot be combined with --json")}
+			}
+			got, err := logging.Tail(a.layout.ServiceLog(), lines)
+			if err != nil && !(follow && errs.Is(err, errs.NotFound)) {
+				if errs.Is(err, errs.NotFound) {
+					return errs.New(errs.NotFound, "no service log yet at %s: the service has not run with this database", a.layout.ServiceLog())
+				}
+				return err
+			}
+			if a.jsonOut {
+				text := strings.Join(got, "\n")
+				if len(got) > 0 {
+					text += "\n"
+				}
+				a.printJSON(map[string]string{"logs": text})
+				return nil
+			}
+			for _, l := range got {
+				fmt.Fprintln(a.stdout, l)
+			}
+			if follow {
+				return logging.Follow(cmd.Context(), a.layout.ServiceLog(), a.stdout, 200*time.Millisecond)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVarP(&lines, "lines", "n", 50, "how many of the last lines to print")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing lines as they are written (Ctrl-C ends)")
+	cmd.Flags().BoolVar(&a.jsonOut, "json", false, `print {"logs": "<text>"}`)
+	return cmd
+}

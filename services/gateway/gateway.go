@@ -1,0 +1,147 @@
+// Package gateway is the instance's one front door on 127.0.0.1:<port> and
+// gateway.sock. It checks Host on every route, proxies the management routes
+// to the manager (refusing any browser Origin), and holds browser tickets in
+// memory. It holds no business logic.
+package gateway
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/activation"
+	"github.com/deepcode-dev/deepcode/shared/config"
+	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/localauth"
+	"github.com/deepcode-dev/deepcode/shared/mgmt"
+	"github.com/deepcode-dev/deepcode/shared/paths"
+	"github.com/deepcode-dev/deepcode/shared/rpc"
+	"github.com/deepcode-dev/deepcode/shared/service"
+	"github.com/go-chi/chi/v5"
+)
+
+// Listener names.
+const (
+	ListenerSocket = "gateway"
+	ListenerHTTP   = "http"
+)
+
+// Spec is the gateway's service description.
+func Spec() service.Spec {
+	return service.Spec{
+		Name: "gateway",
+		Sockets: func(l *paths.Layout, cfg *config.Config) []activation.Spec {
+			port := cfg.Port
+			if p, err := strconv.Atoi(os.Getenv(service.EnvPort)); err == nil {
+				port = p
+			}
+			return []activation.Spec{
+				{Name: ListenerSocket, Kind: activation.Unix, Path: l.Socket(paths.GatewaySocket)},
+				{Name: ListenerHTTP, Kind: activation.TCP, Port: port},
+			}
+		},
+		Setup: setup,
+	}
+}
+
+// Gateway is the running gateway.
+type Gateway struct {
+	svc     *service.Service
+	port    int
+	proxy   *httputil.ReverseProxy
+	tickets *Tickets
+}
+
+func setup(_ context.Context, svc *service.Service) error {
+	g := &Gateway{svc: svc, tickets: NewTickets(MaxPendingTickets, TicketTTL)}
+	ln := svc.Listeners[ListenerHTTP]
+	if ln == nil {
+		return errs.New(errs.StartFailed, "the gateway has no TCP listener")
+	}
+	g.port = activation.Port(ln)
+	if g.port == 0 {
+		return errs.New(errs.StartFailed, "the gateway's HTTP listener is not TCP (%s)", ln.Addr())
+	}
+	g.proxy = managerProxy(svc.Layout.Socket(paths.ManagerSocket), svc)
+	svc.Handlers[ListenerHTTP] = g.httpHandler()
+	svc.LinkRPC.Handle(mgmt.MethodGatewayIssueTicket, rpc.Method(func(ctx context.Context, _ struct{}) (IssuedTicket, error) {
+		return g.tickets.Issue()
+	}))
+	return nil
+}
+
+// httpHandler serves the TCP port: Host is checked on every route.
+func (g *Gateway) httpHandler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(func(next http.Handler) http.Handler {
+		return localauth.Guard(localauth.LoopbackHost(func() int { return g.port }), false, next)
+	})
+	r.Group(func(r chi.Router) {
+		// Management routes: no browser Origin, ever.
+		r.Use(func(next http.Handler) http.Handler {
+			return localauth.Guard(localauth.LoopbackHost(func() int { return g.port }), true, next)
+		})
+		r.Get("/health/live", g.proxyHandler(0))
+		r.Get("/health/ready", g.proxyHandler(0))
+		r.Get("/control/identity", g.proxyHandler(0))
+		r.Post("/control/rpc", g.proxyHandler(rpc.DefaultMaxMessage))
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		rpc.WriteHTTPError(w, errs.New(errs.NotFound, "no route %s %s", r.Method, r.URL.Path), 0)
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		rpc.WriteHTTPError(w, errs.New(errs.InvalidRequest, "method %s not allowed on %s", r.Method, r.URL.Path), http.StatusMethodNotAllowed)
+	})
+	return r
+}
+
+func (g *Gateway) proxyHandler(maxBody int64) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if maxBody > 0 {
+			if r.ContentLength > maxBody {
+				rpc.WriteHTTPError(w, errs.New(errs.RequestTooLarge, "request body exceeds %d bytes", maxBody), 0)
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, maxBody+1)
+		}
+		g.proxy.ServeHTTP(w, r)
+	}
+}
+
+// managerProxy forwards to manager.sock. The Host sent on is fixed: the
+// gateway has already checked the client's.
+func managerProxy(sock string, svc *service.Service) *httputil.ReverseProxy {
+	transport := &http.Transport{
+		Proxy: nil,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+		MaxIdleConns:          4,
+		IdleConnTimeout:       30 * time.Second,
+		ResponseHeaderTimeout: 0, // stop --drain may take the whole drain timeout
+	}
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = "localhost"
+			pr.Out.Host = "localhost"
+		},
+		Transport:     transport,
+		FlushInterval: -1,
+		ErrorLog:      nil,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			var mbe *http.MaxBytesError
+			if errorsAs(err, &mbe) {
+				rpc.WriteHTTPError(w, errs.New(errs.RequestTooLarge, "request body exceeds %d bytes", mbe.Limit-1), 0)
+				return
+			}
+			svc.Log.Warn("manager unreachable", "err", err)
+			rpc.WriteHTTPError(w, errs.New(errs.ServiceUnavailable, "the manager is not answering; try again in a moment"), 0)
+		},
+	}
+}

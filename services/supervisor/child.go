@@ -1,0 +1,263 @@
+//go:build !windows
+
+package supervisor
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/activation"
+	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/paths"
+	"github.com/deepcode-dev/deepcode/shared/service"
+	"golang.org/x/sys/unix"
+)
+
+const exeSuffix = ""
+
+// healthyRun resets the restart throttle: a child that ran this long before
+// failing is not in a crash loop.
+const healthyRun = 30 * time.Second
+
+// childProc owns one service: it starts it (at once, or on its first
+// connection), restarts it after an exit with a throttle, and stops it on
+// halt.
+type childProc struct {
+	sup         *Supervisor
+	spec        Child
+	bin         string
+	servicesEnv string
+	stop        chan struct{}
+	done        chan struct{}
+	haltOnce    sync.Once
+}
+
+// halt stops the child (TERM, then KILL of its group after the stop
+// timeout) and waits for its loop to end.
+func (c *childProc) halt() {
+	c.haltOnce.Do(func() { close(c.stop) })
+	<-c.done
+}
+
+func (c *childProc) stopped() bool {
+	select {
+	case <-c.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *childProc) loop(ctx context.Context) {
+	defer close(c.done)
+	log := c.sup.log.With("child", c.spec.Name)
+	failures := 0
+	for {
+		if c.spec.OnDemand {
+			if !waitReadable(c.sup.listeners[c.spec.Sockets[0]], c.stop) {
+				return
+			}
+			log.Info("starting on first connection")
+		}
+		if c.stopped() {
+			return
+		}
+		started := time.Now()
+		state, err := c.runOnce(ctx)
+		if c.stopped() {
+			return
+		}
+		code := -1
+		if state != nil {
+			code = state.ExitCode()
+		}
+		if err != nil {
+			log.Error("cannot start", "err", err)
+		}
+		if code == service.ExitConfig && !c.spec.OnDemand {
+			c.sup.fatal <- errs.New(errs.StartFailed, "deepcode-%s refused to start (configuration); see the log", c.spec.Name)
+			<-c.stop
+			return
+		}
+		if code == 0 && c.spec.OnDemand {
+			failures = 0
+			log.Info("exited when idle; waiting for the next connection")
+			continue
+		}
+		if time.Since(started) > healthyRun {
+			failures = 0
+		}
+		failures++
+		delay := c.sup.cfg.Supervisor.RestartMinInterval << min(failures-1, 16)
+		delay = min(delay, c.sup.cfg.Supervisor.RestartMaxInterval)
+		log.Warn("exited; restarting", "status", describe(state), "in", delay.String())
+		select {
+		case <-c.stop:
+			return
+		case <-time.After(delay):
+		}
+	}
+}
+
+func describe(st *os.ProcessState) string {
+	if st == nil {
+		return "not started"
+	}
+	return st.String()
+}
+
+// runOnce starts the service through the exec trampoline and waits for it
+// to exit or for halt.
+func (c *childProc) runOnce(ctx context.Context) (*os.ProcessState, error) {
+	s := c.sup
+	var files []*os.File
+	for _, name := range c.spec.Sockets {
+		files = append(files, s.files[name])
+	}
+	lifelineFD := 3 + len(files)
+	files = append(files, s.lifelineR)
+
+	out, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(s.self, "--database", s.layout.Database, "--log-level", s.cfg.Log.Level)
+	cmd.Env = append(childEnviron(),
+		activationEnv(c.bin, c.spec.Sockets)...)
+	cmd.Env = append(cmd.Env,
+		service.EnvInstanceID+"="+s.instanceID,
+		service.EnvSupervisorPID+"="+strconv.Itoa(os.Getpid()),
+		service.EnvLifelineFD+"="+strconv.Itoa(lifelineFD),
+		service.EnvPort+"="+strconv.Itoa(s.port),
+		paths.EnvHome+"="+s.layout.Home,
+		"DEEPCODE_SERVICES="+c.servicesEnv,
+	)
+	cmd.ExtraFiles = files
+	cmd.Stdin = nil
+	cmd.Stdout = outW
+	cmd.Stderr = outW
+	// Its own process group: a terminal's Ctrl-C reaches the supervisor
+	// only, which then stops the children in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	_ = outW.Close()
+	if err != nil {
+		_ = out.Close()
+		return nil, err
+	}
+	go copyLines(out, s.logOut)
+
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case <-waited:
+		return cmd.ProcessState, nil
+	case <-c.stop:
+	case <-ctx.Done():
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	grace := time.NewTimer(s.cfg.Service.StopTimeout + 5*time.Second)
+	defer grace.Stop()
+	select {
+	case <-waited:
+	case <-grace.C:
+		c.sup.log.Warn("did not stop in time; killing", "child", c.spec.Name)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-waited
+	}
+	return cmd.ProcessState, nil
+}
+
+func activationEnv(target string, names []string) []string {
+	return []string{
+		activation.EnvTrampoline + "=" + target,
+		"LISTEN_FDS=" + strconv.Itoa(len(names)),
+		"LISTEN_FDNAMES=" + strings.Join(names, ":"),
+	}
+}
+
+// childEnviron is our environment without what belongs to us alone: our own
+// activation and notification variables and the identity we pass explicitly.
+func childEnviron() []string {
+	drop := []string{"LISTEN_PID=", "LISTEN_FDS=", "LISTEN_FDNAMES=", "NOTIFY_SOCKET=", "WATCHDOG_PID=", "WATCHDOG_USEC=",
+		activation.EnvTrampoline + "=", service.EnvInstanceID + "=", service.EnvSupervisorPID + "=",
+		service.EnvLifelineFD + "=", service.EnvPort + "=", paths.EnvHome + "=", "DEEPCODE_SERVICES="}
+	var out []string
+next:
+	for _, kv := range os.Environ() {
+		for _, d := range drop {
+			if strings.HasPrefix(kv, d) {
+				continue next
+			}
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// copyLines copies a child's output into the service log line by line, so
+// lines from different processes never interleave mid-line.
+func copyLines(r io.ReadCloser, w io.Writer) {
+	defer r.Close()
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			if line[len(line)-1] != '\n' {
+				line = append(line, '\n')
+			}
+			_, _ = w.Write(line)
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
+}
+
+// waitReadable blocks until a connection is pending on ln (without
+// accepting it: the service will) or stop is closed. It uses the runtime's
+// poller: no thread and no timer while waiting.
+func waitReadable(ln net.Listener, stop <-chan struct{}) bool {
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	type deadliner interface{ SetDeadline(time.Time) error }
+	dl, _ := ln.(deadliner)
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case <-stop:
+			if dl != nil {
+				_ = dl.SetDeadline(time.Now())
+			}
+		case <-finished:
+		}
+	}()
+	err = rc.Read(func(fd uintptr) bool {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, perr := unix.Poll(fds, 0)
+		return perr == nil && n > 0
+	})
+	select {
+	case <-stop:
+		return false
+	default:
+	}
+	return err == nil
+}

@@ -1,0 +1,269 @@
+// Package client talks to a running instance's manager the way every native
+// client must: it first proves that the server knows the instance's token
+// (a fresh HMAC challenge, so an unrelated process on a stale port or socket
+// never receives the credential), then sends the bearer bound to the
+// verified instance id. Ambient HTTP proxy settings are ignored.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/discovery"
+	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/localauth"
+	"github.com/deepcode-dev/deepcode/shared/mgmt"
+	"github.com/deepcode-dev/deepcode/shared/paths"
+	"github.com/deepcode-dev/deepcode/shared/rpc"
+)
+
+// Transport selects how to reach the manager.
+type Transport string
+
+// Transports.
+const (
+	// Unix dials manager.sock (the default for the CLI).
+	Unix Transport = "unix"
+	// TCP goes through the gateway's 127.0.0.1 port.
+	TCP Transport = "tcp"
+)
+
+// Options configure Connect.
+type Options struct {
+	Transport Transport
+	// Address overrides where to dial (a socket path or host:port).
+	Address string
+}
+
+// Management is an authenticated management client.
+type Management struct {
+	layout     *paths.Layout
+	network    string
+	address    string
+	host       string
+	token      string
+	instanceID string
+	instance   *discovery.Instance
+	http       *http.Client
+}
+
+// Connect verifies the identity of the instance serving l's database and
+// returns a client bound to it. A missing or dead instance is
+// SERVICE_NOT_RUNNING; a server that cannot prove knowledge of the token is
+// IDENTITY_MISMATCH (and never saw the token).
+func Connect(ctx context.Context, l *paths.Layout, opts Options) (*Management, error) {
+	inst, err := discovery.ReadInstance(l)
+	if err != nil {
+		return nil, err
+	}
+	token, err := discovery.ReadToken(l)
+	if err != nil {
+		return nil, err
+	}
+	m := &Management{layout: l, token: token, instance: inst}
+	switch opts.Transport {
+	case "", Unix:
+		m.network, m.address, m.host = "unix", inst.Sockets["manager"], "localhost"
+		if m.address == "" {
+			m.address = l.Socket(paths.ManagerSocket)
+		}
+	case TCP:
+		m.network, m.address = "tcp", inst.Address
+		if m.address == "" {
+			return nil, errs.New(errs.ServiceNotRunning, "the instance has no TCP address yet")
+		}
+		m.host = m.address
+	default:
+		return nil, errs.New(errs.UsageError, "unknown transport %q", opts.Transport)
+	}
+	if opts.Address != "" {
+		m.address = opts.Address
+		if m.network == "tcp" {
+			m.host = opts.Address
+		}
+	}
+	network, address := m.network, m.address
+	m.http = &http.Client{Transport: &http.Transport{
+		Proxy: nil, // never send the credential through an ambient proxy
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, address)
+		},
+		MaxIdleConns:    2,
+		IdleConnTimeout: 10 * time.Second,
+	}}
+	id, err := m.verifyIdentity(ctx)
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	m.instanceID = id
+	return m, nil
+}
+
+// Close releases idle connections.
+func (m *Management) Close() {
+	if t, ok := m.http.Transport.(*http.Transport); ok {
+		t.CloseIdleConnections()
+	}
+}
+
+// InstanceID is the verified instance id.
+func (m *Management) InstanceID() string { return m.instanceID }
+
+// Instance is the discovery record read at Connect.
+func (m *Management) Instance() *discovery.Instance { return m.instance }
+
+// Address is where the client talks to.
+func (m *Management) Address() string { return m.address }
+
+func (m *Management) url(path string, q url.Values) string {
+	u := url.URL{Scheme: "http", Host: m.host, Path: path}
+	if q != nil {
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// verifyIdentity sends a fresh challenge and checks the HMAC proof. No
+// credential is sent before it succeeds.
+func (m *Management) verifyIdentity(ctx context.Context) (string, error) {
+	ch := localauth.NewChallenge()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.url(mgmt.RouteIdentity, url.Values{"challenge": {ch}}), nil)
+	if err != nil {
+		return "", err
+	}
+	var res mgmt.IdentityResult
+	if err := m.do(req, &res); err != nil {
+		if e, ok := errs.As(err); ok && e.Code != errs.ServiceNotRunning && e.Code != errs.ServiceUnavailable {
+			return "", errs.Wrap(err, errs.IdentityMismatch,
+				"the process at %s did not identify as this deepcode instance (%s); no credential was sent", m.address, e.Message)
+		}
+		return "", err
+	}
+	if res.InstanceID == "" || !localauth.VerifyProof(m.token, res.InstanceID, ch, res.Proof) {
+		return "", errs.New(errs.IdentityMismatch,
+			"the process at %s could not prove it is the deepcode instance for %s; no credential was sent", m.address, m.layout.Database)
+	}
+	return res.InstanceID, nil
+}
+
+// do sends req and decodes a JSON body; HTTP errors become the service's
+// error object.
+func (m *Management) do(req *http.Request, out any) error {
+	resp, err := m.http.Do(req)
+	if err != nil {
+		return connError(err, m.address)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return errs.Wrap(err, errs.ConnectionLost, "the service closed the connection")
+	}
+	if resp.StatusCode != http.StatusOK {
+		if resp.StatusCode == http.StatusServiceUnavailable && req.URL.Path == mgmt.RouteReady {
+			return json.Unmarshal(body, out)
+		}
+		return rpc.ParseHTTPError(resp.StatusCode, body)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return errs.Wrap(err, errs.IdentityMismatch, "unexpected answer from %s", m.address)
+	}
+	return nil
+}
+
+// connError classifies a transport failure.
+func connError(err error, addr string) error {
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOENT) {
+		return errs.Wrap(err, errs.ServiceNotRunning, "no deepcode service is listening at %s", addr)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return errs.Wrap(err, errs.DaemonTimeout, "no answer from %s in time", addr)
+	}
+	return errs.Wrap(err, errs.ServiceUnavailable, "cannot reach %s", addr)
+}
+
+// Call invokes a management method over POST /control/rpc.
+func (m *Management) Call(ctx context.Context, method string, params, result any) error {
+	req, err := rpc.NewRequest(rpc.NumberID(1), method, params)
+	if err != nil {
+		return errs.Wrap(err, errs.InvalidParams, "bad params for %s", method)
+	}
+	body, err := rpc.Encode(req)
+	if err != nil {
+		return err
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, m.url(mgmt.RouteRPC, nil), bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Authorization", "Bearer "+m.token)
+	hreq.Header.Set(localauth.HeaderInstance, m.instanceID)
+	resp, err := m.http.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return errs.Wrap(err, errs.DaemonTimeout, "no answer to %s in time; its outcome is unknown", method)
+		}
+		return errs.Wrap(err, errs.ConnectionLost, "the connection to %s broke during %s; its outcome is unknown", m.address, method)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return errs.Wrap(err, errs.ConnectionLost, "the answer to %s was cut off", method)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return rpc.ParseHTTPError(resp.StatusCode, data)
+	}
+	msg, err := rpc.Decode(data)
+	if err != nil || !msg.IsResponse() {
+		return errs.New(errs.Internal, "malformed answer to %s", method)
+	}
+	if msg.Error != nil {
+		return msg.Error.Err()
+	}
+	if result != nil {
+		if err := json.Unmarshal(msg.Result, result); err != nil {
+			return errs.Wrap(err, errs.Internal, "unexpected answer to %s", method)
+		}
+	}
+	return nil
+}
+
+// Status calls status.
+func (m *Management) Status(ctx context.Context) (mgmt.Status, error) {
+	var st mgmt.Status
+	err := m.Call(ctx, mgmt.MethodStatus, nil, &st)
+	return st, err
+}
+
+// WaitReady waits (server side, up to wait) for the instance to be ready.
+func (m *Management) WaitReady(ctx context.Context, wait time.Duration) (mgmt.ReadyResult, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.url(mgmt.RouteReady, url.Values{"wait": {wait.String()}}), nil)
+	if err != nil {
+		return mgmt.ReadyResult{}, err
+	}
+	var res mgmt.ReadyResult
+	if err := m.do(req, &res); err != nil {
+		return res, err
+	}
+	if !res.Ready {
+		return res, errs.New(errs.StartTimeout, "the instance is not ready (phase %s)", res.Phase)
+	}
+	return res, nil
+}
+
+// String describes the client for messages.
+func (m *Management) String() string {
+	return fmt.Sprintf("instance %s at %s", m.instanceID, m.address)
+}

@@ -1,0 +1,107 @@
+// Package mgmt holds the management protocol's names and wire types, shared
+// by the manager that serves them and the clients that call them.
+package mgmt
+
+import (
+	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/service"
+)
+
+// Routes.
+const (
+	RouteLive     = "/health/live"
+	RouteReady    = "/health/ready"
+	RouteIdentity = "/control/identity"
+	RouteRPC      = "/control/rpc"
+)
+
+// Methods of POST /control/rpc.
+const (
+	MethodStatus = "status"
+	MethodStop   = "stop"
+	MethodDrain  = "supervisor/drain"
+	MethodResume = "supervisor/resume"
+	MethodIssue  = "auth/issue"
+	// MethodGatewayIssueTicket is what the manager asks the gateway, which
+	// alone holds tickets and sessions in memory.
+	MethodGatewayIssueTicket = "gateway/issueTicket"
+)
+
+// Phases of an instance. "stopped" is only ever reported by clients.
+const (
+	PhaseRunning  = "running"
+	PhaseDraining = "draining"
+	PhaseStopping = "stopping"
+	PhaseStopped  = "stopped"
+)
+
+// IdentityResult answers GET /control/identity?challenge=<64 hex>.
+type IdentityResult struct {
+	InstanceID      string `json:"instanceId"`
+	Proof           string `json:"proof"`
+	ProtocolVersion string `json:"protocolVersion"`
+}
+
+// ServiceState is one service in status.
+type ServiceState struct {
+	State    string           `json:"state"`
+	PID      int              `json:"pid,omitempty"`
+	Started  string           `json:"started,omitempty"`
+	Activity service.Activity `json:"activity"`
+}
+
+// ReadyResult is the body of /health/ready.
+type ReadyResult struct {
+	Ready      bool                    `json:"ready"`
+	Phase      string                  `json:"phase"`
+	InstanceID string                  `json:"instanceId"`
+	Services   map[string]ServiceState `json:"services"`
+}
+
+// Status is the result of status.
+type Status struct {
+	InstanceID      string                  `json:"instanceId"`
+	Phase           string                  `json:"phase"`
+	Ready           bool                    `json:"ready"`
+	PID             int                     `json:"pid"`
+	Database        string                  `json:"database"`
+	DBID            string                  `json:"dbId"`
+	Port            int                     `json:"port"`
+	Address         string                  `json:"address"`
+	Sockets         map[string]string       `json:"sockets"`
+	Services        map[string]ServiceState `json:"services"`
+	Activity        service.Activity        `json:"activity"`
+	Version         string                  `json:"version"`
+	ProtocolVersion string                  `json:"protocolVersion"`
+	SchemaVersion   int                     `json:"schemaVersion"`
+	Activation      string                  `json:"activation"`
+	StartedAt       time.Time               `json:"startedAt"`
+}
+
+// StopParams are the parameters of stop. Timeout is in seconds; Drain
+// defaults to true.
+type StopParams struct {
+	Drain         *bool    `json:"drain,omitempty"`
+	Timeout       *float64 `json:"timeout,omitempty"`
+	CancelRunning bool     `json:"cancelRunning,omitempty"`
+}
+
+// DrainParams are the parameters of supervisor/drain.
+type DrainParams struct {
+	Timeout *float64 `json:"timeout,omitempty"`
+}
+
+// PhaseResult answers stop, drain and resume.
+type PhaseResult struct {
+	InstanceID string           `json:"instanceId"`
+	Phase      string           `json:"phase"`
+	Activity   service.Activity `json:"activity"`
+}
+
+// TicketResult answers auth/issue.
+type TicketResult struct {
+	InstanceID string `json:"instanceId"`
+	Ticket     string `json:"ticket"`
+	ExpiresIn  int    `json:"expiresIn"`
+}

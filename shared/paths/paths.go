@@ -1,0 +1,190 @@
+// Package paths resolves where an instance's files live: the deepcode home,
+// the database, its short id, the discovery folder beside it and the private
+// runtime directory holding the sockets.
+package paths
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/fsutil"
+)
+
+// Environment variables that locate things.
+const (
+	EnvHome       = "DEEPCODE_HOME"
+	EnvDatabase   = "DEEPCODE_DATABASE"
+	EnvRuntimeDir = "DEEPCODE_RUNTIME_DIR" // overrides the runtime base, for tests and containers
+)
+
+// Socket names of the services.
+const (
+	ManagerSocket   = "manager.sock"
+	GatewaySocket   = "gateway.sock"
+	AgentdSocket    = "agentd.sock"
+	TermhostSocket  = "termhost.sock"
+	SchedulerSocket = "scheduler.sock"
+)
+
+// maxSunPath is the smallest sun_path among supported systems (macOS: 104
+// bytes including the terminating NUL).
+const maxSunPath = 103
+
+// Home is $DEEPCODE_HOME, or ~/.deepcode.
+func Home() (string, error) {
+	if h := os.Getenv(EnvHome); h != "" {
+		return filepath.Abs(h)
+	}
+	u, err := os.UserHomeDir()
+	if err != nil {
+		return "", errs.Wrap(err, errs.ConfigInvalid, "cannot find the home directory: set %s", EnvHome)
+	}
+	return filepath.Join(u, ".deepcode"), nil
+}
+
+// ConfigFile is $DEEPCODE_HOME/config.toml.
+func ConfigFile(home string) string { return filepath.Join(home, "config.toml") }
+
+// DefaultDatabase is $DEEPCODE_HOME/state/deepcode.sqlite3.
+func DefaultDatabase(home string) string {
+	return filepath.Join(home, "state", "deepcode.sqlite3")
+}
+
+// Layout is every path of one instance, derived from its database.
+type Layout struct {
+	Home     string
+	Database string // absolute, parent symlinks resolved
+	DBID     string
+	// ServiceDir is <db-dir>/<db-stem>.service: the discovery folder.
+	ServiceDir string
+	// RuntimeDir holds the sockets (0700, owned by the user).
+	RuntimeDir string
+}
+
+// Resolve computes the layout for database ("" means the default under
+// home). An explicit database must be in an existing, writable folder; the
+// default folder is created. Nothing else is created.
+func Resolve(home, database string) (*Layout, error) {
+	if home == "" {
+		h, err := Home()
+		if err != nil {
+			return nil, err
+		}
+		home = h
+	}
+	explicit := database != ""
+	if !explicit {
+		database = os.Getenv(EnvDatabase)
+		explicit = database != ""
+	}
+	if !explicit {
+		database = DefaultDatabase(home)
+		if err := fsutil.EnsurePrivateDir(filepath.Dir(database)); err != nil {
+			return nil, errs.Wrap(err, errs.InvalidDatabasePath,
+				"cannot create %s: check that %s is writable or pass --database", filepath.Dir(database), home)
+		}
+	}
+	abs, err := filepath.Abs(database)
+	if err != nil {
+		return nil, errs.Wrap(err, errs.InvalidDatabasePath, "invalid database path %q", database)
+	}
+	if strings.HasSuffix(database, string(filepath.Separator)) {
+		return nil, errs.New(errs.InvalidDatabasePath, "database path %q names a folder; give a file name such as %s", database, filepath.Join(abs, "deepcode.sqlite3"))
+	}
+	dir := filepath.Dir(abs)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, errs.Wrap(err, errs.InvalidDatabasePath, "the database folder %s does not exist: create it first", dir)
+	}
+	if !fi.IsDir() {
+		return nil, errs.New(errs.InvalidDatabasePath, "%s is not a folder", dir)
+	}
+	if err := checkWritable(dir); err != nil {
+		return nil, errs.Wrap(err, errs.InvalidDatabasePath, "the database folder %s is not writable: fix its permissions or choose another --database", dir)
+	}
+	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+		return nil, errs.New(errs.InvalidDatabasePath, "database path %s is a folder; give a file name inside it", abs)
+	}
+	// Resolve symlinks in the folder so two spellings of one database get one
+	// id (and so one instance).
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+		abs = filepath.Join(real, filepath.Base(abs))
+	}
+	l := &Layout{Home: home, Database: abs, DBID: DatabaseID(abs)}
+	stem := strings.TrimSuffix(filepath.Base(abs), filepath.Ext(abs))
+	l.ServiceDir = filepath.Join(dir, stem+".service")
+	rt, err := runtimeDir(l.DBID)
+	if err != nil {
+		return nil, err
+	}
+	l.RuntimeDir = rt
+	return l, nil
+}
+
+// DatabaseID is a short, filesystem-safe hash of the absolute database path.
+func DatabaseID(absPath string) string {
+	sum := sha256.Sum256([]byte(absPath))
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:])[:12])
+}
+
+// InstanceLock, InstanceJSON, Token, ServiceLog and ManagementLock are the
+// discovery files.
+func (l *Layout) InstanceLock() string   { return filepath.Join(l.ServiceDir, "instance.lock") }
+func (l *Layout) InstanceJSON() string   { return filepath.Join(l.ServiceDir, "instance.json") }
+func (l *Layout) Token() string          { return filepath.Join(l.ServiceDir, "token") }
+func (l *Layout) ServiceLog() string     { return filepath.Join(l.ServiceDir, "service.log") }
+func (l *Layout) ManagementLock() string { return filepath.Join(l.ServiceDir, "management.lock") }
+
+// Socket is the path of a service socket in the runtime directory.
+func (l *Layout) Socket(name string) string { return filepath.Join(l.RuntimeDir, name) }
+
+// EnsureServiceDir creates the discovery folder (0700).
+func (l *Layout) EnsureServiceDir() error {
+	if err := fsutil.EnsurePrivateDir(l.ServiceDir); err != nil {
+		return errs.Wrap(err, errs.InvalidDatabasePath, "cannot create %s: check the permissions of the database folder", l.ServiceDir)
+	}
+	return nil
+}
+
+// EnsureRuntimeDir creates the runtime directory and checks that it, and
+// the per-user base above it, are private and owned by this user.
+func (l *Layout) EnsureRuntimeDir() error {
+	base := filepath.Dir(l.RuntimeDir)
+	for _, d := range []string{base, l.RuntimeDir} {
+		if err := os.Mkdir(d, 0o700); err != nil && !os.IsExist(err) {
+			return errs.Wrap(err, errs.RuntimeDirInsecure, "cannot create the runtime directory %s", d)
+		}
+		if err := checkPrivateDir(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runtimeDir picks $DEEPCODE_RUNTIME_DIR, $XDG_RUNTIME_DIR/deepcode, or a
+// per-user folder in the temporary directory, keeping every socket path
+// under the sun_path limit.
+func runtimeDir(dbID string) (string, error) {
+	longest := len(string(filepath.Separator)) + len(SchedulerSocket)
+	var candidates []string
+	if d := os.Getenv(EnvRuntimeDir); d != "" {
+		candidates = append(candidates, filepath.Join(d, dbID))
+	} else {
+		if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" && filepath.IsAbs(x) {
+			candidates = append(candidates, filepath.Join(x, "deepcode", dbID))
+		}
+		candidates = append(candidates, filepath.Join(fallbackBase(), dbID))
+	}
+	for _, c := range candidates {
+		if len(c)+longest <= maxSunPath {
+			return c, nil
+		}
+	}
+	return "", errs.New(errs.RuntimeDirInsecure,
+		"the runtime directory %s makes socket paths longer than %d bytes: set %s to a shorter folder", candidates[0], maxSunPath, EnvRuntimeDir)
+}

@@ -1,0 +1,458 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/gobwas/ws"
+)
+
+// Executor bounds how many handlers run at once across connections (the
+// gateway's pool of eight). Acquire blocks until a slot is free.
+type Executor interface {
+	Acquire(ctx context.Context) error
+	Release()
+}
+
+// Semaphore is a simple Executor.
+type Semaphore chan struct{}
+
+// NewSemaphore returns an Executor admitting n handlers at once.
+func NewSemaphore(n int) Semaphore { return make(Semaphore, n) }
+
+// Acquire implements Executor.
+func (s Semaphore) Acquire(ctx context.Context) error {
+	select {
+	case s <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Release implements Executor.
+func (s Semaphore) Release() { <-s }
+
+// Default queue bounds, from the seed: input 32 frames / 4 MiB, output 1024
+// frames / 8 MiB.
+const (
+	DefaultInboundFrames  = 32
+	DefaultInboundBytes   = 4 << 20
+	DefaultOutboundFrames = 1024
+	DefaultOutboundBytes  = 8 << 20
+)
+
+// PeerOptions configure a Peer.
+type PeerOptions struct {
+	// Handler serves incoming requests and notifications, one at a time in
+	// arrival order. Nil answers every request with METHOD_NOT_FOUND.
+	Handler Handler
+	// Executor, if set, bounds concurrent handlers across peers.
+	Executor Executor
+	// BaseContext is the parent of handler contexts. A disconnect does not
+	// cancel it: admitted work finishes.
+	BaseContext context.Context
+	Logger      *slog.Logger
+
+	InboundFrames  int
+	InboundBytes   int64
+	OutboundFrames int
+	OutboundBytes  int64
+	// MaxMessage bounds one outgoing message; a larger result is answered
+	// with RESPONSE_TOO_LARGE instead. Default 1 MiB.
+	MaxMessage int64
+}
+
+func (o *PeerOptions) fill() {
+	if o.BaseContext == nil {
+		o.BaseContext = context.Background()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.InboundFrames <= 0 {
+		o.InboundFrames = DefaultInboundFrames
+	}
+	if o.InboundBytes <= 0 {
+		o.InboundBytes = DefaultInboundBytes
+	}
+	if o.OutboundFrames <= 0 {
+		o.OutboundFrames = DefaultOutboundFrames
+	}
+	if o.OutboundBytes <= 0 {
+		o.OutboundBytes = DefaultOutboundBytes
+	}
+	if o.MaxMessage <= 0 {
+		o.MaxMessage = DefaultMaxMessage
+	}
+}
+
+// Peer is one JSON-RPC endpoint over a WSConn. It is symmetric: either side
+// may call, notify and serve. Three goroutines, all owned by Run: the reader
+// (answers pings even while a handler is slow), the dispatcher (handlers in
+// order) and the writer (coalesces queued frames into one flush).
+type Peer struct {
+	conn *WSConn
+	opts PeerOptions
+
+	inMu    sync.Mutex
+	inQ     []inbound
+	inBytes int64
+	inWake  chan struct{}
+
+	outMu    sync.Mutex
+	outQ     [][]byte
+	outBytes int64
+	closeReq *CloseError // set by Close: written after the queued frames
+	outWake  chan struct{}
+
+	callMu  sync.Mutex
+	nextID  int64
+	pending map[string]chan *Message
+
+	done     chan struct{}
+	doneOnce sync.Once
+	closeErr atomic.Pointer[error]
+}
+
+// NewPeer wraps conn. Call Run to start it.
+func NewPeer(conn *WSConn, opts PeerOptions) *Peer {
+	opts.fill()
+	return &Peer{
+		conn:    conn,
+		opts:    opts,
+		inWake:  make(chan struct{}, 1),
+		outWake: make(chan struct{}, 1),
+		pending: map[string]chan *Message{},
+		done:    make(chan struct{}),
+	}
+}
+
+type inbound struct {
+	msg  *Message
+	size int64
+}
+
+type peerKey struct{}
+
+// PeerFromContext returns the peer a handler is serving, if any.
+func PeerFromContext(ctx context.Context) *Peer {
+	p, _ := ctx.Value(peerKey{}).(*Peer)
+	return p
+}
+
+// Done is closed when the connection has ended.
+func (p *Peer) Done() <-chan struct{} { return p.done }
+
+// Err is why the connection ended (nil while it is open).
+func (p *Peer) Err() error {
+	if e := p.closeErr.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// Conn is the underlying connection.
+func (p *Peer) Conn() *WSConn { return p.conn }
+
+// Run serves the connection until it ends, then waits for the handler that
+// is running (admitted work is never abandoned) and returns why it ended.
+func (p *Peer) Run() error {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); p.writeLoop() }()
+	go func() { defer wg.Done(); p.dispatchLoop() }()
+	p.readLoop()
+	wg.Wait()
+	p.failPending()
+	return p.Err()
+}
+
+func (p *Peer) finish(err error) {
+	p.doneOnce.Do(func() {
+		p.closeErr.Store(&err)
+		close(p.done)
+	})
+}
+
+// Close ends the connection: nothing more is queued, frames already queued
+// (such as the answer to "shutdown") are written, then the close frame.
+func (p *Peer) Close(code ws.StatusCode, reason string) {
+	ce := &CloseError{Code: code, Reason: reason}
+	p.finish(ce)
+	p.outMu.Lock()
+	if p.closeReq == nil {
+		p.closeReq = ce
+	}
+	p.outMu.Unlock()
+	wake(p.outWake)
+}
+
+// abort closes without delivering queued output (a queue overflowed). It
+// never blocks: the writer sends the close frame after the frame it is
+// writing, and the socket is closed after the close timeout regardless.
+func (p *Peer) abort(code ws.StatusCode, reason string) {
+	ce := &CloseError{Code: code, Reason: reason}
+	p.finish(ce)
+	p.outMu.Lock()
+	p.outQ, p.outBytes = nil, 0
+	p.closeReq = ce
+	p.outMu.Unlock()
+	p.conn.interruptWrites()
+	wake(p.outWake)
+}
+
+func (p *Peer) readLoop() {
+	for {
+		data, err := p.conn.ReadMessage()
+		if err != nil {
+			p.finish(err)
+			return
+		}
+		msg, err := Decode(data)
+		if err != nil {
+			var de *DecodeError
+			if errors.As(err, &de) {
+				p.send(de.Response())
+			}
+			continue
+		}
+		if msg.IsResponse() {
+			p.deliver(msg)
+			continue
+		}
+		if !p.enqueueIn(msg, int64(len(data))) {
+			p.abort(CloseTryAgainLater, "input queue overflow: wait for answers before sending more")
+			// Keep reading until the close handshake ends the socket.
+		}
+	}
+}
+
+func (p *Peer) enqueueIn(msg *Message, size int64) bool {
+	p.inMu.Lock()
+	if len(p.inQ) >= p.opts.InboundFrames || p.inBytes+size > p.opts.InboundBytes {
+		p.inMu.Unlock()
+		return false
+	}
+	p.inQ = append(p.inQ, inbound{msg, size})
+	p.inBytes += size
+	p.inMu.Unlock()
+	wake(p.inWake)
+	return true
+}
+
+func wake(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Peer) dispatchLoop() {
+	ctx := context.WithValue(context.WithoutCancel(p.opts.BaseContext), peerKey{}, p)
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-p.inWake:
+		}
+		for {
+			p.inMu.Lock()
+			if len(p.inQ) == 0 {
+				p.inMu.Unlock()
+				break
+			}
+			next := p.inQ[0]
+			p.inQ[0] = inbound{}
+			p.inQ = p.inQ[1:]
+			p.inBytes -= next.size
+			if len(p.inQ) == 0 {
+				p.inQ = nil
+			}
+			p.inMu.Unlock()
+			select {
+			case <-p.done:
+				return // not yet admitted: dropped with the connection
+			default:
+			}
+			p.serve(ctx, next.msg)
+		}
+	}
+}
+
+func (p *Peer) serve(ctx context.Context, msg *Message) {
+	if ex := p.opts.Executor; ex != nil {
+		if err := ex.Acquire(ctx); err != nil {
+			return
+		}
+		defer ex.Release()
+	}
+	var h Handler = p.opts.Handler
+	if h == nil {
+		h = NewMux()
+	}
+	resp := Call(ctx, h, &Request{Method: msg.Method, Params: msg.Params, ID: msg.ID, Peer: p}, p.opts.Logger)
+	if resp != nil {
+		p.send(resp)
+	}
+}
+
+// send encodes and queues a message, replacing an oversized result with
+// RESPONSE_TOO_LARGE.
+func (p *Peer) send(m *Message) bool {
+	b, err := Encode(m)
+	if err == nil && int64(len(b)) > p.opts.MaxMessage && m.IsResponse() {
+		b, err = Encode(NewError(m.ID, errs.New(errs.ResponseTooLarge,
+			"the answer exceeds the %d-byte message limit; ask for a smaller page", p.opts.MaxMessage)))
+	}
+	if err != nil {
+		p.opts.Logger.Error("rpc encode failed", "err", err)
+		return false
+	}
+	return p.enqueueOut(b)
+}
+
+// SendRaw queues an already-encoded message (used to forward notifications
+// without re-encoding them). It reports false when the peer is closed or
+// its output queue overflowed (the connection is then closed with 1013).
+func (p *Peer) SendRaw(b []byte) bool { return p.enqueueOut(b) }
+
+func (p *Peer) enqueueOut(b []byte) bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+	}
+	p.outMu.Lock()
+	if p.closeReq != nil {
+		p.outMu.Unlock()
+		return false
+	}
+	if len(p.outQ) >= p.opts.OutboundFrames || p.outBytes+int64(len(b)) > p.opts.OutboundBytes {
+		p.outMu.Unlock()
+		p.abort(CloseTryAgainLater, "output queue overflow: the client is not reading")
+		return false
+	}
+	p.outQ = append(p.outQ, b)
+	p.outBytes += int64(len(b))
+	p.outMu.Unlock()
+	wake(p.outWake)
+	return true
+}
+
+func (p *Peer) writeLoop() {
+	for {
+		select {
+		case <-p.conn.Closed():
+			return
+		case <-p.outWake:
+		}
+		p.outMu.Lock()
+		batch, closeReq := p.outQ, p.closeReq
+		p.outQ, p.outBytes = nil, 0
+		p.outMu.Unlock()
+		if len(batch) > 0 {
+			if err := p.conn.WriteMessages(batch); err != nil {
+				p.finish(err)
+				p.conn.closeNet()
+				return
+			}
+		}
+		if closeReq != nil {
+			p.conn.Close(closeReq.Code, closeReq.Reason)
+			return
+		}
+	}
+}
+
+// Notify sends a notification. It never blocks; false means the peer is
+// gone or could not keep up.
+func (p *Peer) Notify(method string, params any) bool {
+	m, err := NewNotification(method, params)
+	if err != nil {
+		p.opts.Logger.Error("rpc notification not serialisable", "method", method, "err", err)
+		return false
+	}
+	return p.send(m)
+}
+
+// Call sends a request and waits for its answer, ctx, or the end of the
+// connection (CONNECTION_LOST: the outcome is unknown).
+func (p *Peer) Call(ctx context.Context, method string, params, result any) error {
+	p.callMu.Lock()
+	p.nextID++
+	id := NumberID(p.nextID)
+	ch := make(chan *Message, 1)
+	p.pending[id.String()] = ch
+	p.callMu.Unlock()
+	defer func() {
+		p.callMu.Lock()
+		delete(p.pending, id.String())
+		p.callMu.Unlock()
+	}()
+	req, err := NewRequest(id, method, params)
+	if err != nil {
+		return errs.Wrap(err, errs.InvalidParams, "params for %s are not a JSON object", method)
+	}
+	if !p.send(req) {
+		return errs.New(errs.ConnectionLost, "connection closed before %s was sent", method)
+	}
+	var resp *Message
+	select {
+	case resp = <-ch:
+	case <-p.done:
+		select {
+		case resp = <-ch:
+		default:
+		}
+	case <-ctx.Done():
+		return errs.Wrap(ctx.Err(), errs.DaemonTimeout, "no answer to %s before the deadline; its outcome is unknown", method)
+	}
+	if resp == nil {
+		return errs.New(errs.ConnectionLost, "connection closed before the answer to %s arrived; its outcome is unknown", method)
+	}
+	if resp.Error != nil {
+		return resp.Error.Err()
+	}
+	if result == nil {
+		return nil
+	}
+	if raw, ok := result.(*json.RawMessage); ok {
+		*raw = append((*raw)[:0], resp.Result...)
+		return nil
+	}
+	if err := json.Unmarshal(resp.Result, result); err != nil {
+		return errs.Wrap(err, errs.Internal, "unexpected answer to %s", method)
+	}
+	return nil
+}
+
+func (p *Peer) deliver(msg *Message) {
+	if msg.ID == nil {
+		p.opts.Logger.Debug("rpc error response without id", "error", msg.Error)
+		return
+	}
+	p.callMu.Lock()
+	ch := p.pending[msg.ID.String()]
+	delete(p.pending, msg.ID.String())
+	p.callMu.Unlock()
+	if ch == nil {
+		p.opts.Logger.Debug("rpc response to unknown id", "id", msg.ID.String())
+		return
+	}
+	ch <- msg
+}
+
+func (p *Peer) failPending() {
+	p.callMu.Lock()
+	defer p.callMu.Unlock()
+	for id, ch := range p.pending {
+		close(ch)
+		delete(p.pending, id)
+	}
+}

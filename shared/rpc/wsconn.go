@@ -1,0 +1,337 @@
+package rpc
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gobwas/ws"
+	"github.com/gobwas/ws/wsutil"
+)
+
+// Close codes deepcode uses. gobwas/ws has no constant for 1013.
+const (
+	CloseNormal         = ws.StatusNormalClosure
+	CloseGoingAway      = ws.StatusGoingAway
+	CloseProtocolError  = ws.StatusProtocolError
+	CloseUnsupported    = ws.StatusUnsupportedData // binary frames
+	CloseInvalidPayload = ws.StatusInvalidFramePayloadData
+	ClosePolicy         = ws.StatusPolicyViolation
+	CloseTooBig         = ws.StatusMessageTooBig
+	CloseInternal       = ws.StatusInternalServerError
+	CloseTryAgainLater  = ws.StatusCode(1013) // bounded queue overflow
+)
+
+// CloseError reports how a connection ended: the close code we sent or
+// received and its reason.
+type CloseError struct {
+	Code   ws.StatusCode
+	Reason string
+	// Remote is true when the peer sent the close frame.
+	Remote bool
+}
+
+func (e *CloseError) Error() string {
+	who := "local"
+	if e.Remote {
+		who = "remote"
+	}
+	return fmt.Sprintf("websocket closed by %s: %d %s", who, e.Code, e.Reason)
+}
+
+// WSConn is one WebSocket connection carrying text messages. Reads happen on
+// one goroutine (the peer's reader); frame writes are serialised by a mutex so
+// control replies from the reader never interleave with data frames.
+type WSConn struct {
+	nc           net.Conn
+	br           *bufio.Reader
+	rd           wsutil.Reader
+	clientSide   bool
+	writeTimeout time.Duration
+	closeTimeout time.Duration
+
+	wmu     sync.Mutex
+	bw      *bufio.Writer
+	closing bool // a close frame was written; guarded by wmu
+	// interrupted makes WriteMessages stop at the next frame boundary, so a
+	// close frame can follow promptly without corrupting the stream.
+	interrupted atomic.Bool
+	closeCh     chan struct{}
+	once        sync.Once
+}
+
+// ConnOptions bound a connection.
+type ConnOptions struct {
+	// MaxMessage bounds one (possibly fragmented) message; default 1 MiB.
+	MaxMessage int64
+	// WriteTimeout bounds every socket write; default 10 s.
+	WriteTimeout time.Duration
+	// CloseTimeout bounds the whole close handshake; default 2 s.
+	CloseTimeout time.Duration
+}
+
+func (o *ConnOptions) fill() {
+	if o.MaxMessage <= 0 {
+		o.MaxMessage = DefaultMaxMessage
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	if o.CloseTimeout <= 0 {
+		o.CloseTimeout = 2 * time.Second
+	}
+}
+
+// NewWSConn wraps an upgraded connection. br holds bytes already buffered by
+// the handshake (may be nil).
+func NewWSConn(nc net.Conn, br *bufio.Reader, clientSide bool, opts ConnOptions) *WSConn {
+	opts.fill()
+	var src io.Reader = nc
+	if br != nil && br.Buffered() > 0 {
+		src = io.MultiReader(bytes.NewReader(peekAll(br)), nc)
+	}
+	c := &WSConn{
+		nc:           nc,
+		br:           bufio.NewReaderSize(src, 4096),
+		clientSide:   clientSide,
+		writeTimeout: opts.WriteTimeout,
+		closeTimeout: opts.CloseTimeout,
+		bw:           bufio.NewWriterSize(nc, 4096),
+		closeCh:      make(chan struct{}),
+	}
+	state := ws.StateServerSide
+	if clientSide {
+		state = ws.StateClientSide
+	}
+	c.rd = wsutil.Reader{
+		Source:         c.br,
+		State:          state,
+		CheckUTF8:      true,
+		MaxFrameSize:   opts.MaxMessage,
+		MaxMessageSize: opts.MaxMessage,
+		OnIntermediate: c.handleControl,
+	}
+	return c
+}
+
+func peekAll(br *bufio.Reader) []byte {
+	b, _ := br.Peek(br.Buffered())
+	return append([]byte(nil), b...)
+}
+
+// NetConn is the underlying connection.
+func (c *WSConn) NetConn() net.Conn { return c.nc }
+
+// ReadMessage returns the next text message. Control frames are answered
+// here. Protocol violations close the connection with the matching code and
+// return a *CloseError.
+func (c *WSConn) ReadMessage() ([]byte, error) {
+	for {
+		hdr, err := c.rd.NextFrame()
+		if err != nil {
+			return nil, c.readFailed(err)
+		}
+		if hdr.OpCode.IsControl() {
+			if err := c.handleControl(hdr, &c.rd); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if hdr.OpCode != ws.OpText {
+			return nil, c.failClose(CloseUnsupported, "binary frames are not supported; send JSON text messages")
+		}
+		var buf bytes.Buffer
+		if hdr.Fin {
+			buf.Grow(int(hdr.Length))
+		}
+		if _, err := buf.ReadFrom(&c.rd); err != nil {
+			return nil, c.readFailed(err)
+		}
+		return buf.Bytes(), nil
+	}
+}
+
+func (c *WSConn) readFailed(err error) error {
+	switch {
+	case errors.Is(err, wsutil.ErrFrameTooLarge), errors.Is(err, wsutil.ErrMessageTooLarge):
+		return c.failClose(CloseTooBig, "message exceeds the size limit")
+	case errors.Is(err, wsutil.ErrInvalidUTF8):
+		return c.failClose(CloseInvalidPayload, "text message is not valid UTF-8")
+	case isProtocolError(err):
+		return c.failClose(CloseProtocolError, "websocket protocol error")
+	}
+	var ce *CloseError
+	if errors.As(err, &ce) {
+		return ce
+	}
+	c.closeNet()
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return &CloseError{Code: ws.StatusAbnormalClosure, Reason: "connection lost", Remote: true}
+	}
+	return err
+}
+
+func isProtocolError(err error) bool {
+	var pe ws.ProtocolError
+	return errors.As(err, &pe)
+}
+
+// handleControl answers ping, ignores pong and completes the close handshake.
+func (c *WSConn) handleControl(hdr ws.Header, r io.Reader) error {
+	payload := make([]byte, hdr.Length)
+	if _, err := io.ReadFull(r, payload); err != nil {
+		return c.readFailed(err)
+	}
+	switch hdr.OpCode {
+	case ws.OpPing:
+		return c.writeFrame(ws.NewPongFrame(payload))
+	case ws.OpPong:
+		return nil
+	case ws.OpClose:
+		code, reason := ws.ParseCloseFrameData(payload)
+		if code.Empty() {
+			code = ws.StatusNoStatusRcvd
+		}
+		c.wmu.Lock()
+		already := c.closing
+		c.closing = true
+		c.wmu.Unlock()
+		if !already {
+			echo := code
+			if echo == ws.StatusNoStatusRcvd {
+				echo = CloseNormal
+			}
+			_ = c.writeFrameForce(ws.NewCloseFrame(ws.NewCloseFrameBody(echo, "")))
+		}
+		c.closeNet()
+		return &CloseError{Code: code, Reason: reason, Remote: true}
+	}
+	return nil
+}
+
+// WriteMessages writes text messages as one batch with one flush: the
+// writer goroutine coalesces whatever is queued. Every frame write has a
+// deadline; the lock is taken per frame so a close frame can slip in between.
+func (c *WSConn) WriteMessages(msgs [][]byte) error {
+	for _, m := range msgs {
+		if c.interrupted.Load() {
+			break
+		}
+		c.wmu.Lock()
+		if c.closing {
+			c.wmu.Unlock()
+			return net.ErrClosed
+		}
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+		err := c.writeLocked(ws.NewTextFrame(m))
+		c.wmu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closing {
+		return nil
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+	return c.bw.Flush()
+}
+
+// interruptWrites stops a batch in progress at the next frame boundary and
+// bounds the rest of the connection's life by the close timeout.
+func (c *WSConn) interruptWrites() {
+	c.interrupted.Store(true)
+	time.AfterFunc(c.closeTimeout, c.closeNet)
+}
+
+func (c *WSConn) writeLocked(f ws.Frame) error {
+	if c.clientSide {
+		// Mask a copy: the caller may reuse or share the payload.
+		f.Payload = append([]byte(nil), f.Payload...)
+		f = ws.MaskFrameInPlace(f)
+	}
+	return ws.WriteFrame(c.bw, f)
+}
+
+func (c *WSConn) writeFrame(f ws.Frame) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closing {
+		return nil
+	}
+	return c.flushFrameLocked(f)
+}
+
+// writeFrameForce writes even after closing was set (the close frame itself).
+func (c *WSConn) writeFrameForce(f ws.Frame) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.flushFrameLocked(f)
+}
+
+func (c *WSConn) flushFrameLocked(f ws.Frame) error {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+	if err := c.writeLocked(f); err != nil {
+		return err
+	}
+	return c.bw.Flush()
+}
+
+// failClose sends a close frame with code, drains what the peer still sends
+// for a moment (so it sees the close frame rather than a reset) and closes.
+// It is called on the reader goroutine.
+func (c *WSConn) failClose(code ws.StatusCode, reason string) error {
+	c.sendClose(code, reason)
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.closeTimeout))
+	_, _ = io.Copy(io.Discard, c.nc)
+	c.closeNet()
+	return &CloseError{Code: code, Reason: reason}
+}
+
+// sendClose writes a close frame once, with a deadline.
+func (c *WSConn) sendClose(code ws.StatusCode, reason string) bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closing {
+		return false
+	}
+	c.closing = true
+	deadline := c.closeTimeout
+	if deadline > c.writeTimeout {
+		deadline = c.writeTimeout
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(deadline))
+	if err := c.writeLocked(ws.NewCloseFrame(ws.NewCloseFrameBody(code, reason))); err == nil {
+		_ = c.bw.Flush()
+	}
+	return true
+}
+
+// Close starts the close handshake from any goroutine: it sends the close
+// frame and gives the reader closeTimeout to see the peer's answer before the
+// socket is closed regardless.
+func (c *WSConn) Close(code ws.StatusCode, reason string) {
+	if c.sendClose(code, reason) {
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.closeTimeout))
+		time.AfterFunc(c.closeTimeout, c.closeNet)
+		return
+	}
+	c.closeNet()
+}
+
+func (c *WSConn) closeNet() {
+	c.once.Do(func() {
+		_ = c.nc.Close()
+		close(c.closeCh)
+	})
+}
+
+// Closed is closed once the socket is closed.
+func (c *WSConn) Closed() <-chan struct{} { return c.closeCh }

@@ -1,0 +1,5 @@
+package service
+
+func setCloseOnExec(int) {}
+
+func setNonblock(int) {}

@@ -1,0 +1,163 @@
+package service
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/buildinfo"
+	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/paths"
+	"github.com/deepcode-dev/deepcode/shared/rpc"
+)
+
+// Internal methods between the manager and the other services.
+const (
+	MethodRegister     = "service/register"
+	MethodDrain        = "service/drain"
+	MethodResume       = "service/resume"
+	MethodCancel       = "service/cancel"
+	NotifyActivity     = "service.activity"
+	InternalRPCPath    = "/internal/rpc"
+	linkBackoffInitial = 50 * time.Millisecond
+	linkBackoffMax     = 5 * time.Second
+)
+
+// RegisterParams is what a service tells the manager when it connects.
+type RegisterParams struct {
+	Name     string   `json:"name"`
+	PID      int      `json:"pid"`
+	Version  string   `json:"version"`
+	Protocol string   `json:"protocolVersion"`
+	Activity Activity `json:"activity"`
+	Draining bool     `json:"draining"`
+	// Address is the TCP address a service serves, if any (the gateway).
+	Address string `json:"address,omitempty"`
+}
+
+// RegisterResult is the manager's answer.
+type RegisterResult struct {
+	InstanceID    string `json:"instanceId"`
+	Phase         string `json:"phase"`
+	SchemaVersion int    `json:"schemaVersion"`
+}
+
+// ActivityParams is the service.activity notification.
+type ActivityParams struct {
+	Activity Activity `json:"activity"`
+	Draining bool     `json:"draining"`
+}
+
+// link keeps a service connected to the manager: it registers, reports
+// activity as it changes (coalesced, latest value wins), and serves the
+// manager's drain, resume and cancel. It reconnects with backoff.
+type link struct {
+	svc    *Service
+	wakeCh chan struct{}
+}
+
+func newLink(svc *Service) *link {
+	return &link{svc: svc, wakeCh: make(chan struct{}, 1)}
+}
+
+func (l *link) wake() {
+	select {
+	case l.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+func (l *link) handler() rpc.Handler {
+	mux := rpc.NewMux()
+	mux.HandleFunc(MethodDrain, func(ctx context.Context, _ *rpc.Request) (any, error) {
+		if err := l.svc.setDraining(ctx, true); err != nil {
+			return nil, err
+		}
+		return l.svc.CurrentActivity(), nil
+	})
+	mux.HandleFunc(MethodResume, func(ctx context.Context, _ *rpc.Request) (any, error) {
+		return l.svc.CurrentActivity(), l.svc.setDraining(ctx, false)
+	})
+	mux.HandleFunc(MethodCancel, func(ctx context.Context, _ *rpc.Request) (any, error) {
+		if l.svc.Cancel == nil {
+			return l.svc.CurrentActivity(), nil
+		}
+		return l.svc.CurrentActivity(), l.svc.Cancel(ctx)
+	})
+	return rpc.HandlerFunc(func(ctx context.Context, req *rpc.Request) (any, error) {
+		if l.svc.LinkRPC.Has(req.Method) {
+			return l.svc.LinkRPC.ServeRPC(ctx, req)
+		}
+		return mux.ServeRPC(ctx, req)
+	})
+}
+
+func (l *link) run(ctx context.Context) {
+	backoff := linkBackoffInitial
+	for ctx.Err() == nil {
+		connected, err := l.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if connected {
+			backoff = linkBackoffInitial
+		}
+		l.svc.Log.Debug("manager link down; retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, linkBackoffMax)
+	}
+}
+
+// session runs one connection to the manager until it ends.
+func (l *link) session(ctx context.Context) (registered bool, err error) {
+	conn, err := rpc.Dial(ctx, rpc.DialOptions{
+		Network: "unix",
+		Address: l.svc.Layout.Socket(paths.ManagerSocket),
+		Path:    InternalRPCPath,
+		Timeout: 5 * time.Second,
+	})
+	if err != nil {
+		return false, err
+	}
+	peer := rpc.NewPeer(conn, rpc.PeerOptions{Handler: l.handler(), BaseContext: l.svc.baseCtx, Logger: l.svc.Log})
+	runDone := make(chan struct{})
+	go func() { defer close(runDone); _ = peer.Run() }()
+	defer func() {
+		peer.Close(rpc.CloseNormal, "service stopping")
+		<-runDone
+	}()
+	var res RegisterResult
+	callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = peer.Call(callCtx, MethodRegister, RegisterParams{
+		Name: l.svc.Name, PID: os.Getpid(), Version: buildinfo.Version, Protocol: buildinfo.ProtocolVersion,
+		Activity: l.svc.CurrentActivity(), Draining: l.svc.Draining(), Address: l.svc.tcpAddress(),
+	}, &res)
+	cancel()
+	if err != nil {
+		if errs.Is(err, errs.AlreadyRunning) {
+			l.svc.Log.Error("the manager refused this service: another one is registered", "err", err)
+		}
+		return false, err
+	}
+	if l.svc.InstanceID() == "" {
+		l.svc.SetInstanceID(res.InstanceID)
+	}
+	if res.Phase == "draining" {
+		_ = l.svc.setDraining(ctx, true)
+	}
+	l.svc.Log.Debug("registered with the manager", "instance", res.InstanceID, "phase", res.Phase)
+	for {
+		select {
+		case <-ctx.Done():
+			return true, nil
+		case <-peer.Done():
+			return true, peer.Err()
+		case <-l.wakeCh:
+			peer.Notify(NotifyActivity, ActivityParams{Activity: l.svc.CurrentActivity(), Draining: l.svc.Draining()})
+		}
+	}
+}
