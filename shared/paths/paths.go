@@ -35,8 +35,10 @@ const (
 const maxSunPath = 103
 
 // Home is $DEEPCODE_HOME, or ~/.deepcode.
-func Home() (string, error) {
-	if h := os.Getenv(EnvHome); h != "" {
+func Home() (string, error) { return homeFrom(os.Getenv) }
+
+func homeFrom(getenv func(string) string) (string, error) {
+	if h := getenv(EnvHome); h != "" {
 		return filepath.Abs(h)
 	}
 	u, err := os.UserHomeDir()
@@ -69,8 +71,14 @@ type Layout struct {
 // home). An explicit database must be in an existing, writable folder; the
 // default folder is created. Nothing else is created.
 func Resolve(home, database string) (*Layout, error) {
+	return ResolveWith(os.Getenv, home, database)
+}
+
+// ResolveWith is Resolve reading the environment through getenv (tests
+// resolve another process's layout without touching their own).
+func ResolveWith(getenv func(string) string, home, database string) (*Layout, error) {
 	if home == "" {
-		h, err := Home()
+		h, err := homeFrom(getenv)
 		if err != nil {
 			return nil, err
 		}
@@ -78,7 +86,7 @@ func Resolve(home, database string) (*Layout, error) {
 	}
 	explicit := database != ""
 	if !explicit {
-		database = os.Getenv(EnvDatabase)
+		database = getenv(EnvDatabase)
 		explicit = database != ""
 	}
 	if !explicit {
@@ -118,7 +126,7 @@ func Resolve(home, database string) (*Layout, error) {
 	l := &Layout{Home: home, Database: abs, DBID: DatabaseID(abs)}
 	stem := strings.TrimSuffix(filepath.Base(abs), filepath.Ext(abs))
 	l.ServiceDir = filepath.Join(dir, stem+".service")
-	rt, err := runtimeDir(l.DBID)
+	rt, err := runtimeDir(getenv, l.DBID)
 	if err != nil {
 		return nil, err
 	}
@@ -169,13 +177,13 @@ func (l *Layout) EnsureRuntimeDir() error {
 // runtimeDir picks $DEEPCODE_RUNTIME_DIR, $XDG_RUNTIME_DIR/deepcode, or a
 // per-user folder in the temporary directory, keeping every socket path
 // under the sun_path limit.
-func runtimeDir(dbID string) (string, error) {
+func runtimeDir(getenv func(string) string, dbID string) (string, error) {
 	longest := len(string(filepath.Separator)) + len(SchedulerSocket)
 	var candidates []string
-	if d := os.Getenv(EnvRuntimeDir); d != "" {
+	if d := getenv(EnvRuntimeDir); d != "" {
 		candidates = append(candidates, filepath.Join(d, dbID))
 	} else {
-		if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" && filepath.IsAbs(x) {
+		if x := getenv("XDG_RUNTIME_DIR"); x != "" && filepath.IsAbs(x) {
 			candidates = append(candidates, filepath.Join(x, "deepcode", dbID))
 		}
 		candidates = append(candidates, filepath.Join(fallbackBase(), dbID))
