@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/deepcode-dev/deepcode/shared/activation"
@@ -93,8 +94,16 @@ func (g *Gateway) httpHandler() http.Handler {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		rpc.WriteHTTPError(w, errs.New(errs.NotFound, "no route %s %s", r.Method, r.URL.Path), 0)
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		rpc.WriteHTTPError(w, errs.New(errs.InvalidRequest, "method %s not allowed on %s", r.Method, r.URL.Path), http.StatusMethodNotAllowed)
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		// A 405 names the methods the route does accept (RFC 9110 §15.5.6).
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodPost} {
+			if r.Match(chi.NewRouteContext(), m, req.URL.Path) {
+				allow = append(allow, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		rpc.WriteHTTPError(w, errs.New(errs.InvalidRequest, "method %s not allowed on %s", req.Method, req.URL.Path), http.StatusMethodNotAllowed)
 	})
 	return r
 }
@@ -108,6 +117,9 @@ func (g *Gateway) proxyHandler(maxBody int64) http.HandlerFunc {
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, maxBody+1)
 		}
+		// The guard marked the answer no-store; the proxy adds the manager's
+		// own headers, so drop ours to send the header once.
+		w.Header().Del("Cache-Control")
 		g.proxy.ServeHTTP(w, r)
 	}
 }
@@ -131,7 +143,12 @@ func managerProxy(sock string, svc *service.Service) *httputil.ReverseProxy {
 			pr.Out.URL.Host = "localhost"
 			pr.Out.Host = "localhost"
 		},
-		Transport:     transport,
+		Transport: transport,
+		// Whatever the manager sends, management answers are never cached.
+		ModifyResponse: func(resp *http.Response) error {
+			resp.Header.Set("Cache-Control", "no-store")
+			return nil
+		},
 		FlushInterval: -1,
 		ErrorLog:      nil,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {

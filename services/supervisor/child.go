@@ -64,7 +64,11 @@ func (c *childProc) loop(ctx context.Context) {
 	failures := 0
 	for {
 		if c.spec.OnDemand {
-			if !waitReadable(c.sup.listeners[c.spec.Sockets[0]], c.stop) {
+			ok, err := waitReadable(c.sup.listeners[c.spec.Sockets[0]], c.stop)
+			if err != nil {
+				log.Error("cannot wait for connections: the service will not start on demand", "err", err)
+			}
+			if !ok {
 				return
 			}
 			log.Info("starting on first connection")
@@ -155,7 +159,17 @@ func (c *childProc) runOnce(ctx context.Context) (*os.ProcessState, error) {
 		_ = out.Close()
 		return nil, err
 	}
-	go copyLines(out, s.logOut)
+	copied := make(chan struct{})
+	go func() { defer close(copied); copyLines(out, s.logOut) }()
+	// Once the child has exited, its last lines (its "stopped") are copied
+	// before the supervisor goes on, and perhaps exits. A grandchild that
+	// kept the pipe open must not hold the supervisor up: bounded.
+	defer func() {
+		select {
+		case <-copied:
+		case <-time.After(2 * time.Second):
+		}
+	}()
 
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
@@ -225,27 +239,26 @@ func copyLines(r io.ReadCloser, w io.Writer) {
 }
 
 // waitReadable blocks until a connection is pending on ln (without
-// accepting it: the service will) or stop is closed. It uses the runtime's
-// poller: no thread and no timer while waiting.
-func waitReadable(ln net.Listener, stop <-chan struct{}) bool {
-	sc, ok := ln.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
+// accepting it: the service will) or stop is closed (false). It waits in the
+// runtime's poller, so no thread and no timer are used while waiting, on a
+// duplicate of the listening socket: a net.Listener's own RawConn refuses
+// Read (EINVAL), an *os.File's does not.
+func waitReadable(ln net.Listener, stop <-chan struct{}) (bool, error) {
+	f, err := activation.File(ln)
 	if err != nil {
-		return false
+		return false, err
 	}
-	type deadliner interface{ SetDeadline(time.Time) error }
-	dl, _ := ln.(deadliner)
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false, err
+	}
 	finished := make(chan struct{})
 	defer close(finished)
 	go func() {
 		select {
 		case <-stop:
-			if dl != nil {
-				_ = dl.SetDeadline(time.Now())
-			}
+			_ = f.SetReadDeadline(time.Now())
 		case <-finished:
 		}
 	}()
@@ -256,8 +269,8 @@ func waitReadable(ln net.Listener, stop <-chan struct{}) bool {
 	})
 	select {
 	case <-stop:
-		return false
+		return false, nil
 	default:
 	}
-	return err == nil
+	return err == nil, err
 }

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,6 +34,7 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/paths"
 	"github.com/deepcode-dev/deepcode/shared/service"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 )
 
 // Exit statuses beyond service's.
@@ -76,6 +78,7 @@ func Main(args []string) int {
 		fmt.Println(buildinfo.String())
 		return 0
 	}
+	keepOnlyOwnFiles(*statusFD)
 	status := newStatusWriter(*statusFD)
 	fail := func(code int, err error) int {
 		fmt.Fprintf(os.Stderr, "deepcode-supervisor: %v\n", errs.From(err).Message)
@@ -120,6 +123,29 @@ func Main(args []string) int {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// keepOnlyOwnFiles closes every descriptor above stderr that the launcher
+// left open without close-on-exec (a shell's `exec 3>…`, make's jobserver
+// pipe, a CI runner's pipes), except the status descriptor. The supervisor
+// would otherwise hold it for the instance's whole life, and so would every
+// service it starts: os/exec passes a child its ExtraFiles but does not
+// close the others. Descriptors the Go runtime opened itself are always
+// close-on-exec, so they are told apart from inherited ones and kept.
+func keepOnlyOwnFiles(statusFD int) {
+	ents, err := os.ReadDir("/dev/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd <= 2 || fd == statusFD {
+			continue
+		}
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
+			_ = unix.Close(fd)
+		}
+	}
+}
 
 // Supervisor is one running instance.
 type Supervisor struct {

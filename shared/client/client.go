@@ -6,6 +6,7 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -16,6 +17,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -55,6 +57,8 @@ type Management struct {
 	instanceID string
 	instance   *discovery.Instance
 	http       *http.Client
+	stash      chan net.Conn // the verified connection made by Connect
+	mu         sync.Mutex
 }
 
 // Connect verifies the identity of the instance serving l's database and
@@ -92,34 +96,78 @@ func Connect(ctx context.Context, l *paths.Layout, opts Options) (*Management, e
 			m.host = opts.Address
 		}
 	}
-	network, address := m.network, m.address
-	m.http = &http.Client{Transport: &http.Transport{
-		Proxy: nil, // never send the credential through an ambient proxy
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, address)
+	m.stash = make(chan net.Conn, 1)
+	m.http = &http.Client{
+		Transport: &http.Transport{
+			Proxy:           nil, // never send the credential through an ambient proxy
+			DialContext:     m.dialVerified,
+			MaxIdleConns:    2,
+			IdleConnTimeout: 10 * time.Second,
 		},
-		MaxIdleConns:    2,
-		IdleConnTimeout: 10 * time.Second,
-	}}
-	id, err := m.verifyIdentity(ctx)
+		// Management never redirects: a redirect is an answer from
+		// something else, and is not followed.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	// The first verified connection fixes the instance id and serves the
+	// first request.
+	conn, err := m.dialVerified(ctx, "", "")
 	if err != nil {
-		m.Close()
 		return nil, err
 	}
-	m.instanceID = id
+	m.stash <- conn
 	return m, nil
+}
+
+// dialVerified opens a connection and runs the identity challenge on it
+// before the transport may send anything else, so the bearer only ever
+// travels on connections whose peer proved it knows the token — also when
+// the transport redials after an idle connection was closed.
+func (m *Management) dialVerified(ctx context.Context, _, _ string) (net.Conn, error) {
+	select {
+	case c := <-m.stash:
+		return c, nil
+	default:
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, m.network, m.address)
+	if err != nil {
+		return nil, connError(err, m.address)
+	}
+	id, err := m.challenge(ctx, conn)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.instanceID == "" {
+		m.instanceID = id
+	} else if id != m.instanceID {
+		_ = conn.Close()
+		return nil, errs.New(errs.InstanceReplaced,
+			"instance %s now answers at %s instead of %s; the credential was not sent", id, m.address, m.instanceID).With("instanceId", id)
+	}
+	return conn, nil
 }
 
 // Close releases idle connections.
 func (m *Management) Close() {
+	select {
+	case c := <-m.stash:
+		_ = c.Close()
+	default:
+	}
 	if t, ok := m.http.Transport.(*http.Transport); ok {
 		t.CloseIdleConnections()
 	}
 }
 
 // InstanceID is the verified instance id.
-func (m *Management) InstanceID() string { return m.instanceID }
+func (m *Management) InstanceID() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.instanceID
+}
 
 // Instance is the discovery record read at Connect.
 func (m *Management) Instance() *discovery.Instance { return m.instance }
@@ -135,21 +183,52 @@ func (m *Management) url(path string, q url.Values) string {
 	return u.String()
 }
 
-// verifyIdentity sends a fresh challenge and checks the HMAC proof. No
-// credential is sent before it succeeds.
-func (m *Management) verifyIdentity(ctx context.Context) (string, error) {
+// challenge sends a fresh identity challenge on conn and checks the HMAC
+// proof. Only then may the connection carry the credential.
+func (m *Management) challenge(ctx context.Context, conn net.Conn) (string, error) {
 	ch := localauth.NewChallenge()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.url(mgmt.RouteIdentity, url.Values{"challenge": {ch}}), nil)
 	if err != nil {
 		return "", err
 	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(10 * time.Second)
+	}
+	_ = conn.SetDeadline(deadline)
+	// A cancelled context interrupts the exchange at once.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer func() {
+		stop()
+		_ = conn.SetDeadline(time.Time{})
+	}()
+	if err := req.Write(conn); err != nil {
+		return "", connError(err, m.address)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		return "", connError(err, m.address)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if err != nil {
+		return "", connError(err, m.address)
+	}
+	if br.Buffered() > 0 {
+		return "", errs.New(errs.IdentityMismatch, "the process at %s sent more than one answer; no credential was sent", m.address)
+	}
 	var res mgmt.IdentityResult
-	if err := m.do(req, &res); err != nil {
-		if e, ok := errs.As(err); ok && e.Code != errs.ServiceNotRunning && e.Code != errs.ServiceUnavailable {
-			return "", errs.Wrap(err, errs.IdentityMismatch,
-				"the process at %s did not identify as this deepcode instance (%s); no credential was sent", m.address, e.Message)
+	if err := m.decodeAnswer(req.URL.Path, resp.StatusCode, body, &res); err != nil {
+		var answer *answerError
+		if !errors.As(err, &answer) {
+			return "", err
 		}
-		return "", err
+		if e := answer.err; e.Code == errs.ServiceNotRunning || e.Code == errs.ServiceUnavailable {
+			return "", e
+		}
+		return "", errs.Wrap(answer.err, errs.IdentityMismatch,
+			"the process at %s did not identify as this deepcode instance (%s); no credential was sent", m.address, answer.err.Message)
 	}
 	if res.InstanceID == "" || !localauth.VerifyProof(m.token, res.InstanceID, ch, res.Proof) {
 		return "", errs.New(errs.IdentityMismatch,
@@ -158,11 +237,22 @@ func (m *Management) verifyIdentity(ctx context.Context) (string, error) {
 	return res.InstanceID, nil
 }
 
+// answerError is an error answer from whatever listens at the address, as
+// opposed to a failure to get an answer at all.
+type answerError struct{ err *errs.Error }
+
+func (a *answerError) Error() string { return a.err.Error() }
+func (a *answerError) Unwrap() error { return a.err }
+
 // do sends req and decodes a JSON body; HTTP errors become the service's
-// error object.
+// error object (wrapped in *answerError). An answer that is not a deepcode
+// error object comes from some other program: IDENTITY_MISMATCH.
 func (m *Management) do(req *http.Request, out any) error {
 	resp, err := m.http.Do(req)
 	if err != nil {
+		if e, ok := errs.As(err); ok {
+			return e // from dialVerified
+		}
 		return connError(err, m.address)
 	}
 	defer resp.Body.Close()
@@ -170,16 +260,35 @@ func (m *Management) do(req *http.Request, out any) error {
 	if err != nil {
 		return errs.Wrap(err, errs.ConnectionLost, "the service closed the connection")
 	}
-	if resp.StatusCode != http.StatusOK {
-		if resp.StatusCode == http.StatusServiceUnavailable && req.URL.Path == mgmt.RouteReady {
+	return m.decodeAnswer(req.URL.Path, resp.StatusCode, body, out)
+}
+
+// decodeAnswer decodes a JSON answer, or turns an error answer into the
+// service's error (wrapped in *answerError).
+func (m *Management) decodeAnswer(path string, status int, body []byte, out any) error {
+	if status != http.StatusOK {
+		if status == http.StatusServiceUnavailable && path == mgmt.RouteReady {
 			return json.Unmarshal(body, out)
 		}
-		return rpc.ParseHTTPError(resp.StatusCode, body)
+		if !isErrorObject(body) {
+			return &answerError{errs.New(errs.IdentityMismatch, "%s answered HTTP %d, which is not a deepcode answer", m.address, status)}
+		}
+		return &answerError{rpc.ParseHTTPError(status, body)}
 	}
 	if err := json.Unmarshal(body, out); err != nil {
-		return errs.Wrap(err, errs.IdentityMismatch, "unexpected answer from %s", m.address)
+		return &answerError{errs.Wrap(err, errs.IdentityMismatch, "unexpected answer from %s", m.address)}
 	}
 	return nil
+}
+
+// isErrorObject reports a deepcode error body: {"error":{"code":"…",…}}.
+func isErrorObject(body []byte) bool {
+	var env struct {
+		Error *struct {
+			Code errs.Code `json:"code"`
+		} `json:"error"`
+	}
+	return json.Unmarshal(body, &env) == nil && env.Error != nil && env.Error.Code != ""
 }
 
 // connError classifies a transport failure.
@@ -187,7 +296,9 @@ func connError(err error, addr string) error {
 	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOENT) {
 		return errs.Wrap(err, errs.ServiceNotRunning, "no deepcode service is listening at %s", addr)
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		(errors.As(err, &ne) && ne.Timeout()) {
 		return errs.Wrap(err, errs.DaemonTimeout, "no answer from %s in time", addr)
 	}
 	return errs.Wrap(err, errs.ServiceUnavailable, "cannot reach %s", addr)
@@ -212,6 +323,9 @@ func (m *Management) Call(ctx context.Context, method string, params, result any
 	hreq.Header.Set(localauth.HeaderInstance, m.instanceID)
 	resp, err := m.http.Do(hreq)
 	if err != nil {
+		if e, ok := errs.As(err); ok {
+			return e // from dialVerified: nothing was sent
+		}
 		if ctx.Err() != nil {
 			return errs.Wrap(err, errs.DaemonTimeout, "no answer to %s in time; its outcome is unknown", method)
 		}

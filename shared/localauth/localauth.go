@@ -36,13 +36,20 @@ func NewChallenge() string {
 	return hex.EncodeToString(b)
 }
 
-// ValidChallenge reports whether c looks like NewChallenge's output.
+// ValidChallenge reports whether c looks like NewChallenge's output: 64
+// lowercase hexadecimal characters. Only the canonical spelling is accepted,
+// so a used challenge cannot be presented again as a fresh one by changing
+// the case of its letters.
 func ValidChallenge(c string) bool {
 	if len(c) != 64 {
 		return false
 	}
-	_, err := hex.DecodeString(c)
-	return err == nil
+	for i := 0; i < len(c); i++ {
+		if b := c[i]; (b < '0' || b > '9') && (b < 'a' || b > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Proof is HMAC-SHA256(token, context ‖ instanceID ‖ challenge): only a

@@ -96,6 +96,14 @@ func TestProof(t *testing.T) {
 	if !ValidChallenge(ch) || ValidChallenge("abc") || ValidChallenge(strings.Repeat("z", 64)) {
 		t.Fatal("challenge validation is wrong")
 	}
+	// Only the canonical (lowercase) spelling: an uppercase variant of a used
+	// challenge would otherwise pass the replay cache as a new one.
+	for _, bad := range []string{strings.ToUpper(strings.Repeat("ab", 32)), strings.Repeat("a", 63) + "A",
+		strings.Repeat("a", 63), strings.Repeat("a", 65), strings.Repeat("a", 62) + "\x00a", " " + strings.Repeat("a", 63)} {
+		if ValidChallenge(bad) {
+			t.Errorf("ValidChallenge(%q) = true", bad)
+		}
+	}
 	p := Proof("tok", "inst_1", ch)
 	if !VerifyProof("tok", "inst_1", ch, p) {
 		t.Fatal("valid proof refused")

@@ -33,34 +33,57 @@ const maxFollowLine = 1 << 20
 // code errs.NotFound that wraps the fs error, so errors.Is(err,
 // fs.ErrNotExist) holds.
 func Tail(path string, n int) ([]string, error) {
+	lines, live, _, err := tailLive(path, n)
+	if live != nil {
+		live.Close()
+	}
+	return lines, err
+}
+
+// tailLive is Tail that also returns the live file, still open, and the offset
+// just after the last complete line it read, for TailFollow to go on from.
+func tailLive(path string, n int) (out []string, live *os.File, liveEnd int64, err error) {
 	var parts [][]string // newest file first
 	need := n
 
 	var liveInfo os.FileInfo
-	live, err := os.Open(path)
+	live, err = os.Open(path)
 	switch {
 	case err == nil:
-		defer live.Close()
 		if liveInfo, err = live.Stat(); err != nil {
-			return nil, err
+			live.Close()
+			return nil, nil, 0, err
+		}
+		if liveEnd, err = endOfLastLineWithin(live, liveInfo.Size()); err != nil {
+			live.Close()
+			return nil, nil, 0, err
 		}
 		lines, err := lastLines(live, liveInfo.Size(), need, true)
 		if err != nil {
-			return nil, err
+			live.Close()
+			return nil, nil, 0, err
 		}
 		parts = append(parts, lines)
 		need -= len(lines)
 	case !errors.Is(err, fs.ErrNotExist):
-		return nil, err
+		return nil, nil, 0, err
+	default:
+		live = nil
 	}
 	missing := err
+	defer func() {
+		if err != nil && live != nil {
+			live.Close()
+			live = nil
+		}
+	}()
 
 	backups, err := listBackups(path)
 	if err != nil {
-		return nil, err
+		return nil, live, 0, err
 	}
 	if live == nil && len(backups) == 0 {
-		return nil, errs.Wrap(missing, errs.NotFound, "no log at %s", path)
+		return nil, nil, 0, errs.Wrap(missing, errs.NotFound, "no log at %s", path)
 	}
 	for _, name := range backups {
 		if need <= 0 {
@@ -68,17 +91,36 @@ func Tail(path string, n int) ([]string, error) {
 		}
 		lines, err := tailBackup(name, liveInfo, need)
 		if err != nil {
-			return nil, err
+			return nil, live, 0, err
 		}
 		parts = append(parts, lines)
 		need -= len(lines)
 	}
 
-	var out []string
 	for i := len(parts) - 1; i >= 0; i-- {
 		out = append(out, parts[i]...)
 	}
-	return out, nil
+	return out, live, liveEnd, nil
+}
+
+// TailFollow writes the last n lines (as Tail) and then follows the log (as
+// Follow) from exactly where the tail ended, so a line written in between is
+// neither lost nor repeated. A log that does not exist yet is waited for.
+func TailFollow(ctx context.Context, path string, n int, w io.Writer, poll time.Duration) error {
+	lines, live, off, err := tailLive(path, n)
+	if err != nil && !errs.Is(err, errs.NotFound) {
+		return err
+	}
+	for _, l := range lines {
+		if _, err := io.WriteString(w, l+"\n"); err != nil {
+			if live != nil {
+				live.Close()
+			}
+			return err
+		}
+	}
+	fl := &follower{path: path, w: w, buf: make([]byte, 32<<10), f: live, off: off, started: true}
+	return fl.run(ctx, poll)
 }
 
 // tailBackup reads the last n lines of one backup. A backup that vanished
@@ -167,6 +209,13 @@ func Follow(ctx context.Context, path string, w io.Writer, poll time.Duration) e
 		poll = 250 * time.Millisecond
 	}
 	fl := &follower{path: path, w: w, buf: make([]byte, 32<<10)}
+	return fl.run(ctx, poll)
+}
+
+func (fl *follower) run(ctx context.Context, poll time.Duration) error {
+	if poll <= 0 {
+		poll = 250 * time.Millisecond
+	}
 	defer fl.close()
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
@@ -298,8 +347,13 @@ func endOfLastLine(f *os.File) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return endOfLastLineWithin(f, fi.Size())
+}
+
+// endOfLastLineWithin is endOfLastLine for the first size bytes of f.
+func endOfLastLineWithin(f *os.File, size int64) (int64, error) {
 	buf := make([]byte, tailBlock)
-	for pos := fi.Size(); pos > 0; {
+	for pos := size; pos > 0; {
 		sz := min(int64(len(buf)), pos)
 		pos -= sz
 		if _, err := f.ReadAt(buf[:sz], pos); err != nil {

@@ -394,3 +394,61 @@ func TestFollowCancelled(t *testing.T) {
 		t.Fatalf("Follow with a done context returned %v", err)
 	}
 }
+
+// TestTailFollowLosesNothingBetweenTailAndFollow writes while TailFollow
+// starts: every line after the tail appears exactly once, in order.
+func TestTailFollowLosesNothingBetweenTailAndFollow(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "service.log")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for i := 1; i <= 100; i++ {
+		fmt.Fprintf(f, "line %d\n", i)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var out bytes.Buffer
+	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return out.Write(p) })
+	done := make(chan error, 1)
+	go func() { done <- TailFollow(ctx, path, 3, w, 5*time.Millisecond) }()
+	for i := 101; i <= 300; i++ {
+		fmt.Fprintf(f, "line %d\n", i)
+	}
+	// Whenever the tail was taken, the output is the 3 lines before that
+	// moment and then every later line: one contiguous run ending at 300.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		got := out.String()
+		mu.Unlock()
+		if strings.HasSuffix(got, "line 300\n") {
+			lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+			var first int
+			fmt.Sscanf(lines[0], "line %d", &first)
+			if len(lines) < 3 || first < 98 {
+				t.Fatalf("tail of %d lines starting at %d", len(lines), first)
+			}
+			for i, l := range lines {
+				if l != fmt.Sprintf("line %d", first+i) {
+					t.Fatalf("line %d is %q: lost or repeated lines:\n%s", i, l, got)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("TailFollow wrote:\n%s", got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

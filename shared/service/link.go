@@ -75,14 +75,23 @@ func (l *link) handler() rpc.Handler {
 		}
 		return l.svc.CurrentActivity(), nil
 	})
+	// Each answer reports the activity after the operation: the manager
+	// records it, so an activity read before Cancel (still busy) would
+	// overwrite the idle report Cancel itself triggered, and a drain after
+	// --cancel-running would wait for its whole deadline.
 	mux.HandleFunc(MethodResume, func(ctx context.Context, _ *rpc.Request) (any, error) {
-		return l.svc.CurrentActivity(), l.svc.setDraining(ctx, false)
+		if err := l.svc.setDraining(ctx, false); err != nil {
+			return nil, err
+		}
+		return l.svc.CurrentActivity(), nil
 	})
 	mux.HandleFunc(MethodCancel, func(ctx context.Context, _ *rpc.Request) (any, error) {
-		if l.svc.Cancel == nil {
-			return l.svc.CurrentActivity(), nil
+		if l.svc.Cancel != nil {
+			if err := l.svc.Cancel(ctx); err != nil {
+				return nil, err
+			}
 		}
-		return l.svc.CurrentActivity(), l.svc.Cancel(ctx)
+		return l.svc.CurrentActivity(), nil
 	})
 	return rpc.HandlerFunc(func(ctx context.Context, req *rpc.Request) (any, error) {
 		if l.svc.LinkRPC.Has(req.Method) {

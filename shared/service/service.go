@@ -192,6 +192,7 @@ func Run(spec Spec, args []string) int {
 }
 
 func run(spec Spec, layout *paths.Layout, cfg *config.Config, log *slog.Logger, foreground bool, fs *pflag.FlagSet) int {
+	surviveLostStderr()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	svc := &Service{
@@ -266,12 +267,17 @@ func run(spec Spec, layout *paths.Layout, cfg *config.Config, log *slog.Logger, 
 			svc.idle = newIdleTimer(d, func() { svc.requestStop("idle") })
 		}
 	}
+	// The link exists before the first connection is accepted: an
+	// on-demand service starts with one already pending, and its ConnState
+	// hook reports activity through the link.
+	if !svc.IsManager {
+		svc.link = newLink(svc)
+	}
 	serveErr := make(chan error, len(listeners))
 	for name, ln := range listeners {
 		svc.serve(name, ln, serveErr)
 	}
-	if !svc.IsManager {
-		svc.link = newLink(svc)
+	if svc.link != nil {
 		svc.bgWG.Add(1)
 		go func() { defer svc.bgWG.Done(); svc.link.run(ctx) }()
 	}
@@ -295,6 +301,20 @@ func run(spec Spec, layout *paths.Layout, cfg *config.Config, log *slog.Logger, 
 	svc.shutdown()
 	log.Info("stopped")
 	return code
+}
+
+var sigpipeOnce sync.Once
+
+// surviveLostStderr keeps the service alive when the reader of its stderr
+// goes away. Under deepcode-supervisor stderr is a pipe the supervisor copies
+// into service.log; when the supervisor is SIGKILLed, Go's default for a
+// write to a broken pipe on fd 1 or 2 is to die of SIGPIPE, so the very log
+// line announcing the graceful stop on lifeline EOF would kill the service
+// mid-way. Asking for SIGPIPE makes such writes fail with EPIPE instead; and
+// unlike signal.Ignore, a caught signal is reset to its default in processes
+// the service starts (a terminal host's shells).
+func surviveLostStderr() {
+	sigpipeOnce.Do(func() { signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE) })
 }
 
 func listenerAddrs(ls map[string]net.Listener) map[string]string {

@@ -14,7 +14,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -174,6 +173,12 @@ func (e *Env) Environ() []string {
 		"DEEPCODE_LIBEXEC="+e.Bin,
 		"PATH="+e.Bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 	)
+	if raceEnabled && os.Getenv("GORACE") == "" {
+		// A race-built binary sleeps a second at exit by default (so late
+		// reports can be written); every CLI call and every stop would pay
+		// it. Reports still go to stderr, which is service.log for services.
+		env = append(env, "GORACE=atexit_sleep_ms=0")
+	}
 	return append(env, e.Extra...)
 }
 
@@ -253,7 +258,12 @@ func (e *Env) Layout(database string) *paths.Layout {
 // after tests that leave instances behind on purpose.
 func (e *Env) KillAll() {
 	for _, pid := range e.Processes() {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		// os.Process.Kill, not syscall.Kill: this package must also
+		// compile for Windows (make cross builds ./...).
+		if p, err := os.FindProcess(pid); err == nil {
+			_ = p.Kill()
+			_ = p.Release()
+		}
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -74,9 +76,25 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		a.printError(err)
 		return exitFailure
 	}
-	// cobra's own errors: unknown command or flag, bad arguments.
+	// cobra's own errors: unknown command or flag, bad arguments. A flag
+	// error can stop parsing before --json is reached: look for it.
+	a.jsonOut = a.jsonOut || wantsJSON(args)
 	a.printError(errs.New(errs.UsageError, "%v (see deepcode --help)", err))
 	return exitUsage
+}
+
+// wantsJSON reports whether args ask for --json (before any "--").
+func wantsJSON(args []string) bool {
+	for _, arg := range args {
+		if arg == "--" {
+			return false
+		}
+		if v, ok := strings.CutPrefix(arg, "--json"); ok && (v == "" || v[0] == '=') {
+			b, err := strconv.ParseBool(strings.TrimPrefix(v, "="))
+			return v == "" || (err == nil && b)
+		}
+	}
+	return false
 }
 
 func (a *app) rootCommand() *cobra.Command {

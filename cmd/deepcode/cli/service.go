@@ -28,6 +28,10 @@ func (a *app) serviceCommand() *cobra.Command {
 	svc := &cobra.Command{
 		Use:   "service",
 		Short: "Start, inspect and stop the background service",
+		// Runnable, so that an unknown subcommand is a usage error rather
+		// than cobra's help with exit status 0; alone it prints the help.
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	svc.AddCommand(a.startCommand(), a.statusCommand(), a.stopCommand(), a.restartCommand(), a.logsCommand())
 	return svc
@@ -248,8 +252,13 @@ func (a *app) logsCommand() *cobra.Command {
 			if follow && a.jsonOut {
 				return &exitError{code: exitUsage, err: errs.New(errs.UsageError, "--follow cannot be combined with --json")}
 			}
+			if follow {
+				// One open of the file for the tail and the follow: nothing
+				// written in between is lost.
+				return logging.TailFollow(cmd.Context(), a.layout.ServiceLog(), lines, a.stdout, 200*time.Millisecond)
+			}
 			got, err := logging.Tail(a.layout.ServiceLog(), lines)
-			if err != nil && !(follow && errs.Is(err, errs.NotFound)) {
+			if err != nil {
 				if errs.Is(err, errs.NotFound) {
 					return errs.New(errs.NotFound, "no service log yet at %s: the service has not run with this database", a.layout.ServiceLog())
 				}
@@ -265,9 +274,6 @@ func (a *app) logsCommand() *cobra.Command {
 			}
 			for _, l := range got {
 				fmt.Fprintln(a.stdout, l)
-			}
-			if follow {
-				return logging.Follow(cmd.Context(), a.layout.ServiceLog(), a.stdout, 200*time.Millisecond)
 			}
 			return nil
 		},

@@ -45,7 +45,11 @@ func setup(_ context.Context, svc *service.Service) error {
 		st.mu.Lock()
 		st.activity = service.Activity{}
 		st.cancelled++
+		n := st.cancelled
 		st.mu.Unlock()
+		// Tests read this line in service.log: the process is gone by the
+		// time `stop --cancel-running` returns.
+		svc.Log.Info("test: running work cancelled", "cancelled", n)
 		svc.ActivityChanged()
 		return nil
 	}
