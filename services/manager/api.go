@@ -144,6 +144,9 @@ func (m *Manager) status() mgmt.Status {
 		Activation:      m.instance.Activation,
 		StartedAt:       m.instance.StartedAt,
 	}
+	if m.svc.Context().Err() != nil {
+		st.Phase = PhaseStopping
+	}
 	if m.db != nil {
 		st.SchemaVersion = m.db.SchemaVersion()
 	}

@@ -143,10 +143,10 @@ func (m *Manager) broadcast(ctx context.Context, method string) error {
 		go func() {
 			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			var a service.Activity
+			var a service.ActivityParams
 			err := reg.peer.Call(cctx, method, nil, &a)
 			if err == nil {
-				m.updateActivity(reg.peer, service.ActivityParams{Activity: a, Draining: method == service.MethodDrain || method == service.MethodCancel})
+				m.updateActivity(reg.peer, a)
 			} else if errs.Is(err, errs.ConnectionLost) {
 				err = nil // the service is gone: nothing left to pause
 			} else {

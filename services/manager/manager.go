@@ -71,6 +71,7 @@ type registration struct {
 	service.RegisterParams
 	peer  *rpc.Peer
 	since time.Time
+	seq   uint64 // of the newest activity report applied
 }
 
 func setup(ctx context.Context, svc *service.Service) error {
@@ -280,7 +281,10 @@ func (m *Manager) updateActivity(peer *rpc.Peer, a service.ActivityParams) {
 	defer m.mu.Unlock()
 	for _, reg := range m.services {
 		if reg.peer == peer {
-			reg.Activity, reg.Draining = a.Activity, a.Draining
+			if a.Seq <= reg.seq {
+				return // an older report overtaken by a newer one
+			}
+			reg.Activity, reg.Draining, reg.seq = a.Activity, a.Draining, a.Seq
 			m.notifyChangedLocked()
 			return
 		}
@@ -289,8 +293,8 @@ func (m *Manager) updateActivity(peer *rpc.Peer, a service.ActivityParams) {
 
 // readyLocked: every always-on service is registered and we are not stopping.
 func (m *Manager) readyLocked() bool {
-	if m.phase == PhaseStopping {
-		return false
+	if m.phase == PhaseStopping || m.svc.Context().Err() != nil {
+		return false // a manager on its way out is never adopted as ready
 	}
 	for name, how := range m.expected {
 		if how == "always" && m.services[name] == nil {

@@ -372,6 +372,9 @@ func (m *Management) WaitReady(ctx context.Context, wait time.Duration) (mgmt.Re
 		return res, err
 	}
 	if !res.Ready {
+		if res.Phase == mgmt.PhaseStopping {
+			return res, errs.New(errs.ServiceUnavailable, "the instance is stopping").With("phase", res.Phase)
+		}
 		return res, errs.New(errs.StartTimeout, "the instance is not ready (phase %s)", res.Phase)
 	}
 	return res, nil

@@ -42,10 +42,14 @@ type RegisterResult struct {
 	SchemaVersion int    `json:"schemaVersion"`
 }
 
-// ActivityParams is the service.activity notification.
+// ActivityParams is the service.activity notification, and the answer to
+// service/drain, service/resume and service/cancel. Seq orders reports of one
+// service process: the manager keeps the report with the highest Seq, so a
+// reply computed before a notification never overwrites it.
 type ActivityParams struct {
 	Activity Activity `json:"activity"`
 	Draining bool     `json:"draining"`
+	Seq      uint64   `json:"seq"`
 }
 
 // link keeps a service connected to the manager: it registers, reports
@@ -73,7 +77,7 @@ func (l *link) handler() rpc.Handler {
 		if err := l.svc.setDraining(ctx, true); err != nil {
 			return nil, err
 		}
-		return l.svc.CurrentActivity(), nil
+		return l.svc.activityReport(), nil
 	})
 	// Each answer reports the activity after the operation: the manager
 	// records it, so an activity read before Cancel (still busy) would
@@ -83,7 +87,7 @@ func (l *link) handler() rpc.Handler {
 		if err := l.svc.setDraining(ctx, false); err != nil {
 			return nil, err
 		}
-		return l.svc.CurrentActivity(), nil
+		return l.svc.activityReport(), nil
 	})
 	mux.HandleFunc(MethodCancel, func(ctx context.Context, _ *rpc.Request) (any, error) {
 		if l.svc.Cancel != nil {
@@ -91,7 +95,7 @@ func (l *link) handler() rpc.Handler {
 				return nil, err
 			}
 		}
-		return l.svc.CurrentActivity(), nil
+		return l.svc.activityReport(), nil
 	})
 	return rpc.HandlerFunc(func(ctx context.Context, req *rpc.Request) (any, error) {
 		if l.svc.LinkRPC.Has(req.Method) {
@@ -166,7 +170,7 @@ func (l *link) session(ctx context.Context) (registered bool, err error) {
 		case <-peer.Done():
 			return true, peer.Err()
 		case <-l.wakeCh:
-			peer.Notify(NotifyActivity, ActivityParams{Activity: l.svc.CurrentActivity(), Draining: l.svc.Draining()})
+			peer.Notify(NotifyActivity, l.svc.activityReport())
 		}
 	}
 }

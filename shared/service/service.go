@@ -125,7 +125,9 @@ type Service struct {
 	// ReadyHandler replaces the skeleton's /health/ready.
 	ReadyHandler http.HandlerFunc
 
-	instanceID atomic.Value    // string: from the supervisor, the manager or the link
+	instanceID atomic.Value // string: from the supervisor, the manager or the link
+	reportMu   sync.Mutex
+	reportSeq  uint64
 	ctx        context.Context // cancelled when stopping begins
 	cancel     context.CancelFunc
 	baseCtx    context.Context // handlers: never cancelled by disconnects
@@ -570,6 +572,15 @@ func (s *Service) gated(h rpc.Handler) rpc.Handler {
 		}()
 		return h.ServeRPC(ctx, req)
 	})
+}
+
+// activityReport is a numbered snapshot: the number and the snapshot are
+// taken together, so a higher Seq never carries older activity.
+func (s *Service) activityReport() ActivityParams {
+	s.reportMu.Lock()
+	defer s.reportMu.Unlock()
+	s.reportSeq++
+	return ActivityParams{Activity: s.CurrentActivity(), Draining: s.Draining(), Seq: s.reportSeq}
 }
 
 // CurrentActivity is the application's activity plus running handlers.

@@ -312,3 +312,17 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 	}
 	t.Fatalf("timed out after %s waiting for %s", timeout, what)
 }
+
+// Main runs a package's tests and then removes the binaries this process
+// built. Every package that uses Binaries calls it from TestMain:
+//
+//	func TestMain(m *testing.M) { testkit.Main(m) }
+func Main(m *testing.M) {
+	code := m.Run()
+	for _, d := range []string{fakeDir, binDir} {
+		if d != "" {
+			_ = os.RemoveAll(d)
+		}
+	}
+	os.Exit(code)
+}

@@ -69,12 +69,14 @@ func (a *app) start(ctx context.Context, o startOptions) (st mgmt.Status, starte
 		if err == nil {
 			return st, false, a.adopt(ctx, &st, o)
 		}
-		if !a.notRunning(err) {
+		stopping := errs.Is(err, errs.ServiceUnavailable)
+		if !a.notRunning(err) && !stopping {
 			return st, false, err
 		}
-		if discovery.InstanceLockHeld(a.layout) {
+		if stopping || discovery.InstanceLockHeld(a.layout) {
 			// Another launcher's instance (serve --foreground, a parallel
-			// start) is coming up: wait for it instead of racing it.
+			// start) is coming up, or the previous one is still going
+			// away: wait for it instead of racing it.
 			if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
 				break
 			}
