@@ -1,13 +1,6 @@
 package supervisor
 
-import "github.com/deepcode-dev/deepcode/shared/errs"
+import "github.com/deepcode-dev/deepcode/shared/mgmt"
 
-// StartupEvent is the one JSON line written on --status-fd: the launcher
-// learns the outcome of the start without parsing logs.
-type StartupEvent struct {
-	Event      string     `json:"event"` // "started" or "failed"
-	InstanceID string     `json:"instanceId,omitempty"`
-	PID        int        `json:"pid,omitempty"`
-	Port       int        `json:"port,omitempty"`
-	Error      *errs.Wire `json:"error,omitempty"`
-}
+// StartupEvent is the start-up handshake line (see mgmt.StartupEvent).
+type StartupEvent = mgmt.StartupEvent

@@ -5,8 +5,36 @@ package mgmt
 import (
 	"time"
 
-	"github.com/deepcode-dev/deepcode/shared/service"
+	"github.com/deepcode-dev/deepcode/shared/errs"
 )
+
+// Activity is what keeps a service busy. Drain waits for it to reach zero;
+// on-demand services exit when it has been zero for their idle timeout.
+type Activity struct {
+	Turns     int `json:"turns"`
+	Terminals int `json:"terminals"`
+	Handlers  int `json:"handlers"`
+	Runtimes  int `json:"runtimes"`
+}
+
+// Add sums two activities.
+func (a Activity) Add(b Activity) Activity {
+	return Activity{a.Turns + b.Turns, a.Terminals + b.Terminals, a.Handlers + b.Handlers, a.Runtimes + b.Runtimes}
+}
+
+// Busy reports any activity.
+func (a Activity) Busy() bool { return a.Turns+a.Terminals+a.Handlers+a.Runtimes > 0 }
+
+// StartupEvent is the one JSON line deepcode-supervisor writes on
+// --status-fd: the launcher learns the outcome of the start without parsing
+// logs.
+type StartupEvent struct {
+	Event      string     `json:"event"` // "started" or "failed"
+	InstanceID string     `json:"instanceId,omitempty"`
+	PID        int        `json:"pid,omitempty"`
+	Port       int        `json:"port,omitempty"`
+	Error      *errs.Wire `json:"error,omitempty"`
+}
 
 // Routes.
 const (
@@ -45,10 +73,10 @@ type IdentityResult struct {
 
 // ServiceState is one service in status.
 type ServiceState struct {
-	State    string           `json:"state"`
-	PID      int              `json:"pid,omitempty"`
-	Started  string           `json:"started,omitempty"`
-	Activity service.Activity `json:"activity"`
+	State    string   `json:"state"`
+	PID      int      `json:"pid,omitempty"`
+	Started  string   `json:"started,omitempty"`
+	Activity Activity `json:"activity"`
 }
 
 // ReadyResult is the body of /health/ready.
@@ -71,7 +99,7 @@ type Status struct {
 	Address         string                  `json:"address"`
 	Sockets         map[string]string       `json:"sockets"`
 	Services        map[string]ServiceState `json:"services"`
-	Activity        service.Activity        `json:"activity"`
+	Activity        Activity                `json:"activity"`
 	Version         string                  `json:"version"`
 	ProtocolVersion string                  `json:"protocolVersion"`
 	SchemaVersion   int                     `json:"schemaVersion"`
@@ -94,9 +122,9 @@ type DrainParams struct {
 
 // PhaseResult answers stop, drain and resume.
 type PhaseResult struct {
-	InstanceID string           `json:"instanceId"`
-	Phase      string           `json:"phase"`
-	Activity   service.Activity `json:"activity"`
+	InstanceID string   `json:"instanceId"`
+	Phase      string   `json:"phase"`
+	Activity   Activity `json:"activity"`
 }
 
 // TicketResult answers auth/issue.

@@ -30,6 +30,7 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/localauth"
 	"github.com/deepcode-dev/deepcode/shared/logging"
+	"github.com/deepcode-dev/deepcode/shared/mgmt"
 	"github.com/deepcode-dev/deepcode/shared/paths"
 	"github.com/deepcode-dev/deepcode/shared/rpc"
 	"github.com/go-chi/chi/v5"
@@ -54,22 +55,8 @@ const (
 	ExitConfig = 2
 )
 
-// Activity is what keeps a service busy. Drain waits for it to reach zero;
-// on-demand services exit when it has been zero for their idle timeout.
-type Activity struct {
-	Turns     int `json:"turns"`
-	Terminals int `json:"terminals"`
-	Handlers  int `json:"handlers"`
-	Runtimes  int `json:"runtimes"`
-}
-
-// Add sums two activities.
-func (a Activity) Add(b Activity) Activity {
-	return Activity{a.Turns + b.Turns, a.Terminals + b.Terminals, a.Handlers + b.Handlers, a.Runtimes + b.Runtimes}
-}
-
-// Busy reports any activity.
-func (a Activity) Busy() bool { return a.Turns+a.Terminals+a.Handlers+a.Runtimes > 0 }
+// Activity is what keeps a service busy (see mgmt.Activity).
+type Activity = mgmt.Activity
 
 // Spec describes a service.
 type Spec struct {

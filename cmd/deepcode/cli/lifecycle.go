@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/deepcode-dev/deepcode/services/supervisor"
 	"github.com/deepcode-dev/deepcode/shared/client"
 	"github.com/deepcode-dev/deepcode/shared/discovery"
 	"github.com/deepcode-dev/deepcode/shared/errs"
@@ -21,7 +20,7 @@ import (
 
 // launched is a supervisor this command started and still owns.
 type launched struct {
-	supervisor.StartupEvent
+	mgmt.StartupEvent
 	proc *exec.Cmd
 }
 
