@@ -12,9 +12,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/deepcode-dev/deepcode/shared/activation"
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/config"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/localauth"
@@ -51,10 +53,12 @@ func Spec() service.Spec {
 
 // Gateway is the running gateway.
 type Gateway struct {
-	svc     *service.Service
-	port    int
-	proxy   *httputil.ReverseProxy
-	tickets *Tickets
+	svc      *service.Service
+	port     int
+	proxy    *httputil.ReverseProxy
+	tickets  *Tickets
+	business *business
+	bg       sync.WaitGroup
 }
 
 func setup(_ context.Context, svc *service.Service) error {
@@ -69,6 +73,35 @@ func setup(_ context.Context, svc *service.Service) error {
 	}
 	g.proxy = managerProxy(svc.Layout.Socket(paths.ManagerSocket), svc)
 	svc.Handlers[ListenerHTTP] = g.httpHandler()
+	g.business = newBusiness(g)
+	svc.Routes = func(listener string, r chi.Router) {
+		if listener == ListenerSocket {
+			// Native clients on gateway.sock: the same-user peer check of
+			// the socket's router is their authentication.
+			r.Get(RouteBusinessRPC, g.business.serve)
+		}
+	}
+	svc.LinkRPC.Handle(api.NotifyServicePhase, rpc.HandlerFunc(func(_ context.Context, req *rpc.Request) (any, error) {
+		msg, err := rpc.NewNotification(req.Method, req.Params)
+		if err != nil {
+			return nil, err
+		}
+		b, err := rpc.Encode(msg)
+		if err != nil {
+			return nil, err
+		}
+		g.business.fanout(b)
+		return nil, nil
+	}))
+	g.bg.Add(1)
+	go func() { defer g.bg.Done(); g.business.events.run(svc.Context()) }()
+	svc.Stop = func(context.Context) error {
+		g.bg.Wait() // the service's context is cancelled: the link ends
+		for _, be := range g.business.backends {
+			be.closeAll()
+		}
+		return nil
+	}
 	svc.LinkRPC.Handle(mgmt.MethodGatewayIssueTicket, rpc.Method(func(ctx context.Context, _ struct{}) (IssuedTicket, error) {
 		return g.tickets.Issue()
 	}))

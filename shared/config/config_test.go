@@ -446,6 +446,16 @@ idle_timeout = "5s"
 idle_timeout = "6s"
 max_live = 7
 max_exited = 9
+[profiles.every]
+provider = "codex"
+command = ["c", "{prompt}"]
+env = { A = "1", "B.C" = "2" }
+binary = "/opt/codex"
+args = ["--x", "y"]
+model = "m"
+reasoning = "high"
+approval_policy = "never"
+timeout = "8s"
 `)
 	c, err := Load(LoadOptions{File: file, Environ: []string{}})
 	if err != nil {
@@ -458,6 +468,12 @@ max_exited = 9
 	want.Supervisor.RestartMinInterval, want.Supervisor.RestartMaxInterval = 3*time.Second, 4*time.Second
 	want.Agentd.IdleTimeout = 5 * time.Second
 	want.Termhost.IdleTimeout, want.Termhost.MaxLive, want.Termhost.MaxExited = 6*time.Second, 7, 9
+	want.Profiles = Defaults().Profiles // the built-in profiles are always there
+	want.Profiles["every"] = Profile{
+		Provider: "codex", Command: []string{"c", "{prompt}"}, Env: map[string]string{"A": "1", "B.C": "2"},
+		Binary: "/opt/codex", Args: []string{"--x", "y"}, Model: "m", Reasoning: "high",
+		ApprovalPolicy: "never", Timeout: 8 * time.Second,
+	}
 	if !reflect.DeepEqual(*c, want) {
 		t.Fatalf("got %+v\nwant %+v", *c, want)
 	}

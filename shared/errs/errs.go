@@ -67,6 +67,12 @@ const (
 	// ConnectionLost: the connection ended before the answer arrived, so the
 	// outcome of the call is unknown. Not retryable: read state first.
 	ConnectionLost Code = "CONNECTION_LOST"
+	// WorkspaceUntrusted: the workspace has not been trusted; pass --trust
+	// (trust: true) once to record the grant.
+	WorkspaceUntrusted Code = "WORKSPACE_UNTRUSTED"
+	// TaskFailed: the agent's task ran and failed (a command's non-zero
+	// exit status, a script's fail step).
+	TaskFailed Code = "TASK_FAILED"
 )
 
 type classInfo struct {
@@ -126,6 +132,8 @@ var table = map[Code]classInfo{
 	DaemonTimeout:            {-32000, true, 504},
 	WorkerCrashed:            {-32000, false, 500},
 	ConnectionLost:           {-32000, false, 502},
+	WorkspaceUntrusted:       {-32000, false, 403},
+	TaskFailed:               {-32000, false, 422},
 }
 
 // Known reports whether c is in the table.

@@ -15,15 +15,22 @@ type Activity struct {
 	Terminals int `json:"terminals"`
 	Handlers  int `json:"handlers"`
 	Runtimes  int `json:"runtimes"`
+	// Queued counts admitted work that has not started (queued turns). A
+	// drain does not wait for it (a paused service does not start it), but
+	// an on-demand service with queued work must not exit when idle.
+	Queued int `json:"queued"`
 }
 
 // Add sums two activities.
 func (a Activity) Add(b Activity) Activity {
-	return Activity{a.Turns + b.Turns, a.Terminals + b.Terminals, a.Handlers + b.Handlers, a.Runtimes + b.Runtimes}
+	return Activity{a.Turns + b.Turns, a.Terminals + b.Terminals, a.Handlers + b.Handlers, a.Runtimes + b.Runtimes, a.Queued + b.Queued}
 }
 
-// Busy reports any activity.
+// Busy reports work in progress: what a drain waits for.
 func (a Activity) Busy() bool { return a.Turns+a.Terminals+a.Handlers+a.Runtimes > 0 }
+
+// Idle reports nothing in progress and nothing waiting to start.
+func (a Activity) Idle() bool { return !a.Busy() && a.Queued == 0 }
 
 // StartupEvent is the one JSON line deepcode-supervisor writes on
 // --status-fd: the launcher learns the outcome of the start without parsing

@@ -12,6 +12,7 @@ import (
 	"sort"
 
 	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/gobwas/ws"
 )
 
 // Request is an incoming call or notification as a handler sees it.
@@ -22,6 +23,14 @@ type Request struct {
 	ID *ID
 	// Peer is the connection the request arrived on; nil over plain HTTP.
 	Peer *Peer
+
+	closeAfter *CloseError
+}
+
+// CloseAfterReply closes the connection once this request's answer is
+// written (the "shutdown" method closes only its own connection).
+func (r *Request) CloseAfterReply(code ws.StatusCode, reason string) {
+	r.closeAfter = &CloseError{Code: code, Reason: reason}
 }
 
 // Handler serves requests. The returned value is marshalled as the result;

@@ -296,9 +296,13 @@ func (p *Peer) serve(ctx context.Context, msg *Message) {
 	if h == nil {
 		h = NewMux()
 	}
-	resp := Call(ctx, h, &Request{Method: msg.Method, Params: msg.Params, ID: msg.ID, Peer: p}, p.opts.Logger)
+	req := &Request{Method: msg.Method, Params: msg.Params, ID: msg.ID, Peer: p}
+	resp := Call(ctx, h, req, p.opts.Logger)
 	if resp != nil {
 		p.send(resp)
+	}
+	if c := req.closeAfter; c != nil {
+		p.Close(c.Code, c.Reason)
 	}
 }
 

@@ -159,6 +159,7 @@ func (l *link) session(ctx context.Context) (registered bool, err error) {
 	if l.svc.InstanceID() == "" {
 		l.svc.SetInstanceID(res.InstanceID)
 	}
+	l.svc.schemaVersion.Store(int64(res.SchemaVersion))
 	if res.Phase == "draining" {
 		_ = l.svc.setDraining(ctx, true)
 	}

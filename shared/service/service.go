@@ -112,26 +112,27 @@ type Service struct {
 	// ReadyHandler replaces the skeleton's /health/ready.
 	ReadyHandler http.HandlerFunc
 
-	instanceID atomic.Value // string: from the supervisor, the manager or the link
-	reportMu   sync.Mutex
-	reportSeq  uint64
-	ctx        context.Context // cancelled when stopping begins
-	cancel     context.CancelFunc
-	baseCtx    context.Context // handlers: never cancelled by disconnects
-	draining   atomic.Bool
-	stopping   atomic.Bool
-	handlers   sync.WaitGroup
-	inFlight   atomic.Int64
-	conns      atomic.Int64
-	peersMu    sync.Mutex
-	peers      map[*rpc.Peer]struct{}
-	peersWG    sync.WaitGroup
-	link       *link
-	idle       *idleTimer
-	bgWG       sync.WaitGroup
-	servers    []*http.Server
-	stopOnce   sync.Once
-	stopCause  atomic.Value // string
+	instanceID    atomic.Value // string: from the supervisor, the manager or the link
+	schemaVersion atomic.Int64 // from the manager's registration answer
+	reportMu      sync.Mutex
+	reportSeq     uint64
+	ctx           context.Context // cancelled when stopping begins
+	cancel        context.CancelFunc
+	baseCtx       context.Context // handlers: never cancelled by disconnects
+	draining      atomic.Bool
+	stopping      atomic.Bool
+	handlers      sync.WaitGroup
+	inFlight      atomic.Int64
+	conns         atomic.Int64
+	peersMu       sync.Mutex
+	peers         map[*rpc.Peer]struct{}
+	peersWG       sync.WaitGroup
+	link          *link
+	idle          *idleTimer
+	bgWG          sync.WaitGroup
+	servers       []*http.Server
+	stopOnce      sync.Once
+	stopCause     atomic.Value // string
 }
 
 // Main runs spec and exits the process with its status.
@@ -333,6 +334,10 @@ func (s *Service) InstanceID() string {
 	id, _ := s.instanceID.Load().(string)
 	return id
 }
+
+// SchemaVersion is the database schema version the manager reported (0
+// until registered).
+func (s *Service) SchemaVersion() int { return int(s.schemaVersion.Load()) }
 
 // SetInstanceID records the instance id.
 func (s *Service) SetInstanceID(id string) { s.instanceID.Store(id) }
@@ -590,7 +595,7 @@ func (s *Service) ActivityChanged() {
 		s.peersMu.Lock()
 		npeers := len(s.peers)
 		s.peersMu.Unlock()
-		s.idle.set(s.conns.Load() > 0 || npeers > 0 || s.CurrentActivity().Busy())
+		s.idle.set(s.conns.Load() > 0 || npeers > 0 || !s.CurrentActivity().Idle())
 	}
 }
 

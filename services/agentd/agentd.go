@@ -1,0 +1,292 @@
+// Package agentd is deepcode-agentd: it owns agent turns independently of
+// the clients that start them. It keeps the durable model (workspaces and
+// trust, threads, turns, items and input receipts, a contiguous per-thread
+// event log, approvals) in the shared SQLite file, holds the runtime-owner
+// lease so that only one agentd executes turns, recovers what a crash left
+// behind without re-running anything, and runs turns through providers.
+package agentd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/activation"
+	"github.com/deepcode-dev/deepcode/shared/api"
+	"github.com/deepcode-dev/deepcode/shared/config"
+	"github.com/deepcode-dev/deepcode/shared/discovery"
+	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/paths"
+	"github.com/deepcode-dev/deepcode/shared/rpc"
+	"github.com/deepcode-dev/deepcode/shared/service"
+	"github.com/deepcode-dev/deepcode/shared/store"
+)
+
+// The runtime-owner lease.
+const (
+	leaseName  = "agentd.runtime"
+	leaseTTL   = 15 * time.Second
+	leaseRenew = 5 * time.Second
+)
+
+// Spec is agentd's service description.
+func Spec() service.Spec {
+	return service.Spec{
+		Name: "agentd",
+		Sockets: func(l *paths.Layout, _ *config.Config) []activation.Spec {
+			return []activation.Spec{{Name: "agentd", Kind: activation.Unix, Path: l.Socket(paths.AgentdSocket)}}
+		},
+		IdleTimeout: func(cfg *config.Config) time.Duration { return cfg.Agentd.IdleTimeout },
+		Setup:       setup,
+	}
+}
+
+// Agentd is the running daemon.
+type Agentd struct {
+	svc    *service.Service
+	db     *store.DB
+	cfg    *config.Config
+	j      *journal
+	e      *engine
+	holder string
+
+	lease   atomic.Pointer[store.Lease]
+	owner   atomic.Bool // holds the lease: may execute and write
+	ownerCh chan struct{}
+
+	subsMu sync.Mutex
+	subs   map[*rpc.Peer]struct{}
+
+	bg sync.WaitGroup
+}
+
+func setup(ctx context.Context, svc *service.Service) error {
+	db, err := store.Open(ctx, svc.Layout.Database)
+	if err != nil {
+		return err
+	}
+	a := &Agentd{
+		svc: svc, db: db, cfg: svc.Config,
+		holder:  fmt.Sprintf("agentd pid %d %s", os.Getpid(), discovery.NewInstanceID()),
+		ownerCh: make(chan struct{}),
+		subs:    map[*rpc.Peer]struct{}{},
+	}
+	a.j = newJournal(db, a.currentLease, a.publish, a.leaseLost, svc.Log)
+	a.e = newEngine(db, a.j, svc.Config, svc.Log, svc.ActivityChanged)
+	a.methods(svc.RPC)
+	svc.Activity = a.e.activity
+	svc.Drain = func(context.Context) error { a.e.pause(); return nil }
+	svc.Resume = a.e.resume
+	svc.Cancel = func(context.Context) error { a.e.cancelAll(); return nil }
+	svc.DrainAllowed = api.DrainAllowed
+	svc.Stop = a.stop
+
+	if err := a.acquire(ctx); err != nil {
+		if !errs.Is(err, errs.LeaseHeld) {
+			_ = db.Close()
+			return err
+		}
+		svc.Log.Warn("another agentd owns the runtime; serving reads and waiting for its lease", "err", err)
+		a.bg.Add(1)
+		go a.standby()
+	}
+	return nil
+}
+
+func (a *Agentd) currentLease() store.Lease {
+	if l := a.lease.Load(); l != nil {
+		return *l
+	}
+	return store.Lease{}
+}
+
+// acquire takes the runtime-owner lease, recovers, and starts executing.
+func (a *Agentd) acquire(ctx context.Context) error {
+	l, err := a.db.AcquireLease(ctx, leaseName, a.holder, leaseTTL)
+	if err != nil {
+		return err
+	}
+	a.lease.Store(&l)
+	go a.j.run()
+	if err := a.recover(ctx); err != nil {
+		return err
+	}
+	a.owner.Store(true)
+	close(a.ownerCh)
+	a.e.start()
+	a.bg.Add(1)
+	go a.renew()
+	a.svc.Log.Info("runtime owner", "token", l.Token)
+	return nil
+}
+
+// standby retries the lease until the other owner is gone.
+func (a *Agentd) standby() {
+	defer a.bg.Done()
+	ctx := a.svc.Context()
+	t := time.NewTicker(leaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := a.acquire(ctx)
+		if err == nil {
+			return
+		}
+		if !errs.Is(err, errs.LeaseHeld) {
+			a.svc.Log.Error("cannot take the runtime lease", "err", err)
+		}
+	}
+}
+
+func (a *Agentd) renew() {
+	defer a.bg.Done()
+	ctx := a.svc.Context()
+	t := time.NewTicker(leaseRenew)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		l, err := a.db.RenewLease(ctx, a.currentLease(), leaseTTL)
+		switch {
+		case err == nil:
+			a.lease.Store(&l)
+		case errs.Is(err, errs.LeaseLost):
+			a.leaseLost(err)
+			return
+		default:
+			a.svc.Log.Warn("lease renewal failed; retrying", "err", err)
+		}
+	}
+}
+
+// leaseLost stops execution at once: another agentd owns the runtime now.
+func (a *Agentd) leaseLost(err error) {
+	if a.owner.Swap(false) {
+		a.svc.Log.Error("the runtime lease was lost; stopping so the new owner alone executes turns", "err", err)
+		a.svc.RequestStop("runtime lease lost")
+	}
+}
+
+// recover settles what a previous agentd left: turns that were starting,
+// running or waiting for approval become interrupted (WORKER_CRASHED, their
+// provider session and latest response kept), pending input receipts become
+// unknown. Nothing whose result is unknown is run again.
+func (a *Agentd) recover(ctx context.Context) error {
+	var n int
+	err := a.j.do(ctx, func(w *txw) error {
+		rows, err := w.tx.Query(`SELECT id, thread_id FROM turns WHERE status IN ('starting', 'running', 'waitingApproval')`)
+		if err != nil {
+			return err
+		}
+		type t struct{ id, thread string }
+		var ts []t
+		for rows.Next() {
+			var x t
+			if err := rows.Scan(&x.id, &x.thread); err != nil {
+				rows.Close()
+				return err
+			}
+			ts = append(ts, x)
+		}
+		rows.Close()
+		crashed := &TurnError{Code: errs.WorkerCrashed, Message: "agentd stopped while this turn ran; its outcome is unknown and it was not run again", Retryable: false}
+		for _, x := range ts {
+			if err := finishTurn(w, x.thread, x.id, StatusInterrupted, crashed); err != nil {
+				return err
+			}
+		}
+		n = len(ts)
+		// Receipts still pending anywhere: their delivery cannot be
+		// established any more.
+		_, err = w.Exec(`UPDATE items SET delivery_state = 'unknown',
+			payload = json_set(payload, '$.deliveryState', 'unknown'), updated_at = ? WHERE delivery_state = 'pending'`, ms(w.now))
+		return err
+	})
+	if err == nil && n > 0 {
+		a.svc.Log.Warn("recovered turns interrupted by a crash", "turns", n)
+	}
+	return err
+}
+
+func (a *Agentd) stop(ctx context.Context) error {
+	grace := a.cfg.Service.StopTimeout
+	if d, ok := ctx.Deadline(); ok {
+		grace = min(grace, time.Until(d)-time.Second)
+	}
+	if a.owner.Load() {
+		a.e.stop(max(grace, 0))
+	} else {
+		a.e.cancel()
+	}
+	a.j.close()
+	a.bg.Wait()
+	if a.owner.Swap(false) {
+		_ = a.db.ReleaseLease(context.Background(), a.currentLease())
+	}
+	return a.db.Close()
+}
+
+// requireOwner refuses writes while another agentd owns the runtime.
+func (a *Agentd) requireOwner() error {
+	if a.owner.Load() {
+		return nil
+	}
+	return errs.New(errs.LeaseHeld, "another agentd owns this database's runtime; try again shortly")
+}
+
+// subscribe sends every durable event of every thread to peer as
+// thread.event notifications until it disconnects.
+func (a *Agentd) subscribe(p *rpc.Peer) {
+	if p == nil {
+		return
+	}
+	a.subsMu.Lock()
+	if _, ok := a.subs[p]; ok {
+		a.subsMu.Unlock()
+		return
+	}
+	a.subs[p] = struct{}{}
+	a.subsMu.Unlock()
+	go func() {
+		<-p.Done()
+		a.subsMu.Lock()
+		delete(a.subs, p)
+		a.subsMu.Unlock()
+	}()
+}
+
+// publish notifies subscribers of committed events, encoding each once.
+func (a *Agentd) publish(events []Event) {
+	a.subsMu.Lock()
+	peers := make([]*rpc.Peer, 0, len(a.subs))
+	for p := range a.subs {
+		peers = append(peers, p)
+	}
+	a.subsMu.Unlock()
+	if len(peers) == 0 {
+		return
+	}
+	for _, ev := range events {
+		msg, err := rpc.NewNotification(api.NotifyThreadEvent, ev)
+		if err != nil {
+			continue
+		}
+		b, err := rpc.Encode(msg)
+		if err != nil {
+			continue
+		}
+		for _, p := range peers {
+			p.SendRaw(b)
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package agentd
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/deepcode-dev/deepcode/shared/api"
+	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/rpc"
+)
+
+// A logical agent is a thread of kind "agent"; its id is the thread id. The
+// agent methods return only the id, status, profile, title, response and
+// structured error: no workspace paths, provider session ids or timestamps.
+
+// AgentRunParams are the parameters of agent/run.
+type AgentRunParams struct {
+	Workspace string `json:"workspace"`
+	Profile   string `json:"profile,omitempty"`
+	Provider  string `json:"provider,omitempty"`
+	Prompt    string `json:"prompt"`
+	Trust     bool   `json:"trust,omitempty"`
+}
+
+// AgentReceipt answers agent/run and agent/continue.
+type AgentReceipt struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}
+
+// AgentView answers agent/show.
+type AgentView struct {
+	ID       string     `json:"id"`
+	Status   string     `json:"status"`
+	Response string     `json:"response,omitempty"`
+	Error    *TurnError `json:"error,omitempty"`
+}
+
+// AgentSummary is one entry of agent/list.
+type AgentSummary struct {
+	ID      string `json:"id"`
+	Status  string `json:"status"`
+	Profile string `json:"profile"`
+	Title   string `json:"title"`
+}
+
+// agentStatus maps a logical agent's latest turn to its status.
+func agentStatus(t Turn, ok bool) string {
+	if !ok {
+		return "idle"
+	}
+	switch t.Status {
+	case StatusFailed, StatusInterrupted:
+		return "error"
+	case StatusStarting:
+		return StatusRunning
+	}
+	return t.Status
+}
+
+func (a *Agentd) agentMethods(mux *rpc.Mux) {
+	mux.Handle(api.MethodAgentRun, rpc.Method(a.agentRun))
+	mux.Handle(api.MethodAgentContinue, rpc.Method(func(ctx context.Context, p struct {
+		ID     string `json:"id"`
+		Prompt string `json:"prompt"`
+	}) (AgentReceipt, error) {
+		th, err := a.agentThread(ctx, p.ID)
+		if err != nil {
+			return AgentReceipt{}, err
+		}
+		res, err := a.submit(ctx, SubmitEnqueue, TurnSubmitParams{ThreadID: th.ID, MessageID: newID("msg_"), Input: Input{Text: p.Prompt}})
+		if err != nil {
+			return AgentReceipt{}, err
+		}
+		return AgentReceipt{ID: th.ID, Status: agentStatus(res.Turn, true)}, nil
+	}))
+	mux.Handle(api.MethodAgentShow, rpc.Method(func(ctx context.Context, p struct {
+		ID string `json:"id"`
+	}) (AgentView, error) {
+		th, err := a.agentThread(ctx, p.ID)
+		if err != nil {
+			return AgentView{}, err
+		}
+		t, ok, err := latestTurn(ctx, a.db.SQL(), th.ID)
+		if err != nil {
+			return AgentView{}, err
+		}
+		v := AgentView{ID: th.ID, Status: agentStatus(t, ok), Response: t.Response}
+		if t.Error != nil && isTerminal(t.Status) && t.Status != StatusCompleted {
+			v.Error = t.Error
+		}
+		return v, nil
+	}))
+	mux.Handle(api.MethodAgentList, rpc.Method(func(ctx context.Context, _ struct{}) (map[string]any, error) {
+		ths, _, err := listThreads(ctx, a.db.SQL(), "agent", "", 1000)
+		if err != nil {
+			return nil, err
+		}
+		out := []AgentSummary{}
+		for _, th := range ths {
+			t, ok, err := latestTurn(ctx, a.db.SQL(), th.ID)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, AgentSummary{ID: th.ID, Status: agentStatus(t, ok), Profile: th.Profile, Title: th.Title})
+		}
+		return map[string]any{"agents": out}, nil
+	}))
+}
+
+// agentThread finds a logical agent by its exact id.
+func (a *Agentd) agentThread(ctx context.Context, id string) (Thread, error) {
+	if !validID("thr_", id) {
+		return Thread{}, errs.New(errs.NotFound, "no agent %q (agent ids look like thr_…; provider session ids are not agent ids)", id)
+	}
+	th, err := getThread(ctx, a.db.SQL(), id)
+	if err != nil || th.Kind != "agent" {
+		return Thread{}, errs.New(errs.NotFound, "no agent %q", id)
+	}
+	return th, nil
+}
+
+// profileForProvider picks the profile named like the provider, or the
+// first (by name) configured with it.
+func (a *Agentd) profileForProvider(provider string) (string, error) {
+	if p, ok := a.cfg.Profile(provider); ok && p.Provider == provider {
+		return provider, nil
+	}
+	var names []string
+	for n, p := range a.cfg.Profiles {
+		if p.Provider == provider {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return "", errs.New(errs.InvalidParams, "no profile uses provider %q", provider)
+	}
+	sort.Strings(names)
+	return names[0], nil
+}
+
+func (a *Agentd) agentRun(ctx context.Context, p AgentRunParams) (AgentReceipt, error) {
+	if err := checkText(p.Prompt); err != nil {
+		return AgentReceipt{}, errs.New(errs.InvalidParams, "prompt must not be empty")
+	}
+	profile := p.Profile
+	if profile == "" && p.Provider != "" {
+		var err error
+		if profile, err = a.profileForProvider(p.Provider); err != nil {
+			return AgentReceipt{}, err
+		}
+	}
+	title := strings.TrimSpace(strings.SplitN(p.Prompt, "\n", 2)[0])
+	if len(title) > 80 {
+		cut := 80
+		for cut > 0 && !utf8.RuneStart(title[cut]) {
+			cut--
+		}
+		title = title[:cut]
+	}
+	th, err := a.createThread(ctx, ThreadStartParams{Workspace: p.Workspace, Profile: profile, Title: title, Trust: p.Trust}, "agent")
+	if err != nil {
+		return AgentReceipt{}, err
+	}
+	res, err := a.submit(ctx, SubmitStart, TurnSubmitParams{ThreadID: th.ID, MessageID: newID("msg_"), Input: Input{Text: p.Prompt}})
+	if err != nil {
+		return AgentReceipt{}, err
+	}
+	return AgentReceipt{ID: th.ID, Status: agentStatus(res.Turn, true)}, nil
+}

@@ -1,0 +1,611 @@
+package agentd
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/deepcode-dev/deepcode/shared/api"
+	"github.com/deepcode-dev/deepcode/shared/buildinfo"
+	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/rpc"
+)
+
+// Input limits.
+const (
+	maxMessageID = 128
+	maxTextBytes = 256 << 10
+	maxTitle     = 256
+)
+
+// Input is a user message.
+type Input struct {
+	Text string `json:"text"`
+}
+
+// ThreadStartParams are the parameters of thread/start.
+type ThreadStartParams struct {
+	Workspace string `json:"workspace"`
+	Profile   string `json:"profile,omitempty"`
+	Title     string `json:"title,omitempty"`
+	// Trust is the explicit, recorded grant that --trust makes.
+	Trust bool `json:"trust,omitempty"`
+}
+
+// TurnSubmitParams are the parameters of turn/start and turn/enqueue.
+type TurnSubmitParams struct {
+	ThreadID  string `json:"threadId"`
+	MessageID string `json:"messageId"`
+	Input     Input  `json:"input"`
+	Profile   string `json:"profile,omitempty"`
+	Model     string `json:"model,omitempty"`
+	Reasoning string `json:"reasoning,omitempty"`
+}
+
+// TurnSubmitResult answers turn/start and turn/enqueue.
+type TurnSubmitResult struct {
+	Turn      Turn `json:"turn"`
+	Item      Item `json:"item"`
+	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+// TurnSteerParams are the parameters of turn/steer.
+type TurnSteerParams struct {
+	ThreadID       string `json:"threadId"`
+	ExpectedTurnID string `json:"expectedTurnId"`
+	MessageID      string `json:"messageId"`
+	Input          Input  `json:"input"`
+}
+
+// TurnSteerResult answers turn/steer.
+type TurnSteerResult struct {
+	TurnID        string `json:"turnId"`
+	DeliveryState string `json:"deliveryState"`
+	Duplicate     bool   `json:"duplicate,omitempty"`
+}
+
+type threadRef struct {
+	ThreadID string `json:"threadId"`
+}
+
+type turnRef struct {
+	ThreadID string `json:"threadId"`
+	TurnID   string `json:"turnId"`
+}
+
+func (a *Agentd) methods(mux *rpc.Mux) {
+	mux.HandleFunc(api.MethodInitialize, a.initialize)
+	mux.Handle(api.MethodThreadStart, rpc.Method(a.threadStart))
+	mux.Handle(api.MethodThreadList, rpc.Method(func(ctx context.Context, p struct {
+		Cursor string `json:"cursor,omitempty"`
+		Limit  int    `json:"limit,omitempty"`
+	}) (map[string]any, error) {
+		limit, err := pageLimit(p.Limit, 50, 200)
+		if err != nil {
+			return nil, err
+		}
+		ths, next, err := listThreads(ctx, a.db.SQL(), "", p.Cursor, limit)
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]any{"threads": nonNil(ths)}
+		if next != "" {
+			out["nextCursor"] = next
+		}
+		return out, nil
+	}))
+	mux.Handle(api.MethodThreadRead, rpc.Method(func(ctx context.Context, p threadRef) (map[string]any, error) {
+		th, err := getThread(ctx, a.db.SQL(), p.ThreadID)
+		if err != nil {
+			return nil, err
+		}
+		turns, err := threadTurns(ctx, a.db.SQL(), p.ThreadID)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"thread": th, "turns": nonNil(turns)}, nil
+	}))
+	mux.Handle(api.MethodTurnStart, rpc.Method(func(ctx context.Context, p TurnSubmitParams) (TurnSubmitResult, error) {
+		return a.submit(ctx, SubmitStart, p)
+	}))
+	mux.Handle(api.MethodTurnEnqueue, rpc.Method(func(ctx context.Context, p TurnSubmitParams) (TurnSubmitResult, error) {
+		return a.submit(ctx, SubmitEnqueue, p)
+	}))
+	mux.Handle(api.MethodTurnSteer, rpc.Method(a.steer))
+	mux.Handle(api.MethodTurnInterrupt, rpc.Method(a.interrupt))
+	mux.Handle(api.MethodTurnRead, rpc.Method(func(ctx context.Context, p turnRef) (map[string]any, error) {
+		if _, err := getThread(ctx, a.db.SQL(), p.ThreadID); err != nil {
+			return nil, err
+		}
+		t, err := getTurn(ctx, a.db.SQL(), p.ThreadID, p.TurnID)
+		if err != nil {
+			return nil, err
+		}
+		items, err := turnItems(ctx, a.db.SQL(), p.TurnID)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"turn": t, "items": nonNil(items)}, nil
+	}))
+	mux.Handle(api.MethodTurnInputRead, rpc.Method(func(ctx context.Context, p struct {
+		ThreadID  string `json:"threadId"`
+		MessageID string `json:"messageId"`
+	}) (map[string]any, error) {
+		if _, err := getThread(ctx, a.db.SQL(), p.ThreadID); err != nil {
+			return nil, err
+		}
+		if err := checkMessageID(p.MessageID); err != nil {
+			return nil, err
+		}
+		r, err := receiptByKey(ctx, a.db.SQL(), p.ThreadID, p.MessageID)
+		if err != nil {
+			return nil, err
+		}
+		if r == nil {
+			return map[string]any{"item": nil}, nil
+		}
+		return map[string]any{"item": r.Item}, nil
+	}))
+	mux.Handle(api.MethodEventReplay, rpc.Method(a.replay))
+	mux.Handle(api.MethodApprovalList, rpc.Method(func(ctx context.Context, p struct {
+		ThreadID string `json:"threadId,omitempty"`
+	}) (map[string]any, error) {
+		if p.ThreadID != "" {
+			if _, err := getThread(ctx, a.db.SQL(), p.ThreadID); err != nil {
+				return nil, err
+			}
+		}
+		as, err := pendingApprovals(ctx, a.db.SQL(), p.ThreadID)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"approvals": as}, nil
+	}))
+	mux.Handle(api.MethodApprovalReply, rpc.Method(a.respond))
+	a.agentMethods(mux)
+}
+
+// initialize checks the protocol version and subscribes the connection to
+// live events before it returns, so a client that installs its listener
+// first and then replays misses nothing.
+func (a *Agentd) initialize(ctx context.Context, req *rpc.Request) (any, error) {
+	var p api.InitializeParams
+	if err := rpc.BindParams(req.Params, &p); err != nil {
+		return nil, err
+	}
+	if p.ProtocolVersion != buildinfo.ProtocolVersion {
+		return nil, errs.New(errs.ProtocolMismatch, "this service speaks protocol %s, not %q", buildinfo.ProtocolVersion, p.ProtocolVersion)
+	}
+	a.subscribe(req.Peer)
+	return api.InitializeResult{ProtocolVersion: buildinfo.ProtocolVersion, Capabilities: api.Capabilities{RequestRetry: api.RequestRetry}}, nil
+}
+
+func pageLimit(v, def, max int) (int, error) {
+	switch {
+	case v == 0:
+		return def, nil
+	case v < 0 || v > max:
+		return 0, errs.New(errs.InvalidParams, "limit must be between 1 and %d", max)
+	}
+	return v, nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func checkMessageID(id string) error {
+	if id == "" || len(id) > maxMessageID || !utf8.ValidString(id) || strings.ContainsFunc(id, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return errs.New(errs.InvalidParams, "messageId must be 1 to %d printable characters, chosen by the client and kept for retries", maxMessageID)
+	}
+	return nil
+}
+
+func checkText(text string) error {
+	if strings.TrimSpace(text) == "" {
+		return errs.New(errs.InvalidParams, "input.text must not be empty")
+	}
+	if len(text) > maxTextBytes {
+		return errs.New(errs.InvalidParams, "input.text is %d bytes; the limit is %d", len(text), maxTextBytes)
+	}
+	return nil
+}
+
+// resolveWorkspace makes the workspace path canonical.
+func resolveWorkspace(p string) (string, error) {
+	if p == "" {
+		return "", errs.New(errs.InvalidParams, "workspace is required")
+	}
+	if !filepath.IsAbs(p) {
+		return "", errs.New(errs.InvalidParams, "workspace must be an absolute path, not %q", p)
+	}
+	real, err := filepath.EvalSymlinks(filepath.Clean(p))
+	if err != nil {
+		return "", errs.New(errs.NotFound, "workspace %s does not exist", p)
+	}
+	fi, err := os.Stat(real)
+	if err != nil || !fi.IsDir() {
+		return "", errs.New(errs.InvalidParams, "workspace %s is not a folder", p)
+	}
+	return real, nil
+}
+
+func (a *Agentd) checkProfile(name string) error {
+	if _, ok := a.cfg.Profile(name); ok {
+		return nil
+	}
+	var names []string
+	for n := range a.cfg.Profiles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return errs.New(errs.InvalidParams, "unknown profile %q; configured profiles: %s", name, strings.Join(names, ", "))
+}
+
+// trustWorkspace records the workspace and, with grant, its trust; an
+// untrusted workspace is refused.
+func trustWorkspace(w *txw, workspace string, grant bool, by string) error {
+	if _, err := w.Exec(`INSERT INTO workspaces (path) VALUES (?) ON CONFLICT (path) DO NOTHING`, workspace); err != nil {
+		return err
+	}
+	if grant {
+		_, err := w.Exec(`UPDATE workspaces SET trusted = 1, trusted_at = ?, trusted_by = ? WHERE path = ? AND trusted = 0`, ms(w.now), by, workspace)
+		return err
+	}
+	var trusted int
+	if err := w.QueryRow(`SELECT trusted FROM workspaces WHERE path = ?`, workspace).Scan(&trusted); err != nil {
+		return err
+	}
+	if trusted != 1 {
+		return errs.New(errs.WorkspaceUntrusted, "workspace %s is not trusted: run again with --trust to grant it (recorded once)", workspace)
+	}
+	return nil
+}
+
+func (a *Agentd) threadStart(ctx context.Context, p ThreadStartParams) (map[string]any, error) {
+	th, err := a.createThread(ctx, p, "thread")
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"thread": th}, nil
+}
+
+func (a *Agentd) createThread(ctx context.Context, p ThreadStartParams, kind string) (Thread, error) {
+	if err := a.requireOwner(); err != nil {
+		return Thread{}, err
+	}
+	ws, err := resolveWorkspace(p.Workspace)
+	if err != nil {
+		return Thread{}, err
+	}
+	if p.Profile == "" {
+		p.Profile = "shell"
+	}
+	if err := a.checkProfile(p.Profile); err != nil {
+		return Thread{}, err
+	}
+	if len(p.Title) > maxTitle || !utf8.ValidString(p.Title) {
+		return Thread{}, errs.New(errs.InvalidParams, "title must be valid UTF-8 of at most %d bytes", maxTitle)
+	}
+	id := newID("thr_")
+	var th Thread
+	err = a.j.do(ctx, func(w *txw) error {
+		if err := trustWorkspace(w, ws, p.Trust, "thread/start"); err != nil {
+			return err
+		}
+		if _, err := w.Exec(`INSERT INTO threads (id, workspace, profile, title, kind, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			id, ws, p.Profile, p.Title, kind, ms(w.now), ms(w.now)); err != nil {
+			return err
+		}
+		var err error
+		th, err = getThread(ctx, w.tx, id)
+		return err
+	})
+	return th, err
+}
+
+// fingerprint is the versioned SHA-256 of what a keyed submission asked
+// for: its semantics, its text and the selections made explicitly (omitted
+// defaults are not part of it).
+func fingerprint(submission string, p TurnSubmitParams) string {
+	canon := struct {
+		V          int    `json:"v"`
+		Submission string `json:"submission"`
+		Text       string `json:"text"`
+		Profile    string `json:"profile,omitempty"`
+		Model      string `json:"model,omitempty"`
+		Reasoning  string `json:"reasoning,omitempty"`
+	}{1, submission, p.Input.Text, p.Profile, p.Model, p.Reasoning}
+	b, _ := json.Marshal(canon)
+	sum := sha256.Sum256(b)
+	return "v1:" + hex.EncodeToString(sum[:])
+}
+
+// submit is turn/start and turn/enqueue. The receipt lookup, the conflict
+// check and the insert are one transaction: two identical submissions that
+// race produce one turn.
+func (a *Agentd) submit(ctx context.Context, submission string, p TurnSubmitParams) (TurnSubmitResult, error) {
+	var res TurnSubmitResult
+	if err := a.requireOwner(); err != nil {
+		return res, err
+	}
+	if !validID("thr_", p.ThreadID) {
+		return res, errs.New(errs.NotFound, "no thread %q", p.ThreadID)
+	}
+	if err := checkMessageID(p.MessageID); err != nil {
+		return res, err
+	}
+	if err := checkText(p.Input.Text); err != nil {
+		return res, err
+	}
+	if p.Profile != "" {
+		if err := a.checkProfile(p.Profile); err != nil {
+			return res, err
+		}
+	}
+	fp := fingerprint(submission, p)
+	err := a.j.do(ctx, func(w *txw) error {
+		th, err := getThread(ctx, w.tx, p.ThreadID)
+		if err != nil {
+			return err
+		}
+		if r, err := receiptByKey(ctx, w.tx, p.ThreadID, p.MessageID); err != nil {
+			return err
+		} else if r != nil {
+			if r.Submission != submission || r.Fingerprint != fp {
+				return errs.New(errs.DuplicateMessageConflict,
+					"messageId %q was already used for a different request in this thread; use a new messageId for a new request", p.MessageID).
+					With("turnId", r.Item.TurnID)
+			}
+			t, err := getTurn(ctx, w.tx, p.ThreadID, r.Item.TurnID)
+			if err != nil {
+				return err
+			}
+			res = TurnSubmitResult{Turn: t, Item: r.Item, Duplicate: true}
+			return nil
+		}
+		if err := trustWorkspace(w, th.Workspace, false, ""); err != nil {
+			return err
+		}
+		if submission == SubmitStart {
+			var active string
+			err := w.QueryRow(`SELECT id FROM turns WHERE thread_id = ? AND status IN ('queued','starting','running','waitingApproval') ORDER BY ordinal LIMIT 1`, p.ThreadID).Scan(&active)
+			if err == nil {
+				return errs.New(errs.Conflict, "turn %s is still active in this thread: use turn/enqueue to queue behind it, or turn/steer", active).With("turnId", active)
+			}
+		}
+		profile := p.Profile
+		if profile == "" {
+			profile = th.Profile
+		}
+		turnID, itemID := newID("turn_"), newID("item_")
+		ordinal := th.TurnCount + 1
+		if _, err := w.Exec(`INSERT INTO turns (id, thread_id, ordinal, status, submission, message_id, profile, model, reasoning, created_at)
+			VALUES (?, ?, ?, 'queued', ?, ?, ?, NULLIF(?, ''), NULLIF(?, ''), ?)`,
+			turnID, p.ThreadID, ordinal, submission, p.MessageID, profile, p.Model, p.Reasoning, ms(w.now)); err != nil {
+			return err
+		}
+		if _, err := w.Exec(`UPDATE threads SET turn_count = ? WHERE id = ?`, ordinal, p.ThreadID); err != nil {
+			return err
+		}
+		payload, _ := json.Marshal(UserPayload{Text: p.Input.Text, MessageID: p.MessageID, Submission: submission})
+		if _, err := w.Exec(`INSERT INTO items (id, thread_id, turn_id, kind, status, message_id, fingerprint, payload, created_at, updated_at)
+			VALUES (?, ?, ?, 'userMessage', 'completed', ?, ?, ?, ?, ?)`,
+			itemID, p.ThreadID, turnID, p.MessageID, fp, string(payload), ms(w.now), ms(w.now)); err != nil {
+			return err
+		}
+		t, err := getTurn(ctx, w.tx, p.ThreadID, turnID)
+		if err != nil {
+			return err
+		}
+		it, err := scanItem(w.QueryRow(`SELECT `+itemColumns+` FROM items WHERE id = ?`, itemID))
+		if err != nil {
+			return err
+		}
+		if _, err := w.Append(p.ThreadID, EventTurnQueued, map[string]any{"turn": t}); err != nil {
+			return err
+		}
+		if _, err := w.Append(p.ThreadID, EventItemCompleted, map[string]any{"item": it}); err != nil {
+			return err
+		}
+		res = TurnSubmitResult{Turn: t, Item: it}
+		return nil
+	})
+	if err == nil && !res.Duplicate {
+		a.e.kick()
+	}
+	return res, err
+}
+
+// steer adds input to a running turn, with the delivery receipt the retry
+// contract needs: pending (intent recorded), accepted (in the turn's
+// mailbox, confirmed), unknown (cannot be established).
+func (a *Agentd) steer(ctx context.Context, p TurnSteerParams) (TurnSteerResult, error) {
+	var res TurnSteerResult
+	if err := a.requireOwner(); err != nil {
+		return res, err
+	}
+	if !validID("thr_", p.ThreadID) {
+		return res, errs.New(errs.NotFound, "no thread %q", p.ThreadID)
+	}
+	if !validID("turn_", p.ExpectedTurnID) {
+		return res, errs.New(errs.InvalidParams, "expectedTurnId must be the id of the running turn")
+	}
+	if err := checkMessageID(p.MessageID); err != nil {
+		return res, err
+	}
+	if err := checkText(p.Input.Text); err != nil {
+		return res, err
+	}
+	itemID := newID("item_")
+	var r *run
+	recorded := false
+	err := a.j.do(ctx, func(w *txw) error {
+		if _, err := getThread(ctx, w.tx, p.ThreadID); err != nil {
+			return err
+		}
+		if rc, err := receiptByKey(ctx, w.tx, p.ThreadID, p.MessageID); err != nil {
+			return err
+		} else if rc != nil {
+			if rc.Submission != SubmitSteer || rc.ExpectedTurnID != p.ExpectedTurnID || rc.Text != p.Input.Text {
+				return errs.New(errs.DuplicateMessageConflict,
+					"messageId %q was already used for a different request in this thread; use a new messageId for a new request", p.MessageID)
+			}
+			switch rc.DeliveryState {
+			case DeliveryAccepted:
+				res = TurnSteerResult{TurnID: rc.ExpectedTurnID, DeliveryState: DeliveryAccepted, Duplicate: true}
+				return nil
+			case DeliveryPending:
+				return errs.New(errs.InputDeliveryPending, "delivery of this input is not confirmed yet: read the receipt with turn/input/read or retry with the same messageId later").
+					With("turnId", rc.ExpectedTurnID)
+			default:
+				return errs.New(errs.InputDeliveryUncertain, "whether this input reached turn %s cannot be established: inspect the turn; do not resend it under a new key", rc.ExpectedTurnID).
+					With("turnId", rc.ExpectedTurnID)
+			}
+		}
+		t, err := getTurn(ctx, w.tx, p.ThreadID, p.ExpectedTurnID)
+		if err != nil {
+			return err
+		}
+		if t.Status != StatusRunning && t.Status != StatusWaitingApproval && t.Status != StatusStarting {
+			return errs.New(errs.Conflict, "turn %s is %s, not running: steering needs the running turn", t.ID, t.Status).With("status", t.Status)
+		}
+		r = a.e.active(t.ID)
+		if r == nil || r.providerOf() == nil {
+			return errs.New(errs.Conflict, "turn %s is not running in this agentd", t.ID)
+		}
+		if !r.providerOf().CanSteer() {
+			return errs.New(errs.Conflict, "the %s profile's runtime does not accept input while a turn runs: use turn/enqueue", t.Profile)
+		}
+		payload, _ := json.Marshal(UserPayload{Text: p.Input.Text, MessageID: p.MessageID, Submission: SubmitSteer, DeliveryState: DeliveryPending, ExpectedTurnID: p.ExpectedTurnID})
+		_, err = w.Exec(`INSERT INTO items (id, thread_id, turn_id, kind, status, message_id, delivery_state, expected_turn_id, payload, created_at, updated_at)
+			VALUES (?, ?, ?, 'userMessage', 'completed', ?, 'pending', ?, ?, ?, ?)`,
+			itemID, p.ThreadID, p.ExpectedTurnID, p.MessageID, p.ExpectedTurnID, string(payload), ms(w.now), ms(w.now))
+		recorded = err == nil
+		return err
+	})
+	if err != nil || !recorded {
+		return res, err
+	}
+	// The intent is durable. Deliver into the turn's mailbox.
+	delivered := false
+	select {
+	case <-r.done:
+	default:
+		select {
+		case r.steer <- p.Input.Text:
+			delivered = true
+		default:
+		}
+	}
+	state := DeliveryUnknown
+	if delivered {
+		state = DeliveryAccepted
+	}
+	err = a.j.do(context.WithoutCancel(ctx), func(w *txw) error {
+		payload, _ := json.Marshal(UserPayload{Text: p.Input.Text, MessageID: p.MessageID, Submission: SubmitSteer, DeliveryState: state, ExpectedTurnID: p.ExpectedTurnID})
+		if _, err := w.Exec(`UPDATE items SET delivery_state = ?, payload = ?, updated_at = ? WHERE id = ? AND delivery_state = 'pending'`,
+			state, string(payload), ms(w.now), itemID); err != nil {
+			return err
+		}
+		if !delivered {
+			return nil
+		}
+		it, err := scanItem(w.QueryRow(`SELECT `+itemColumns+` FROM items WHERE id = ?`, itemID))
+		if err != nil {
+			return err
+		}
+		_, err = w.Append(p.ThreadID, EventTurnSteered, map[string]any{"turnId": p.ExpectedTurnID, "item": it})
+		return err
+	})
+	if err != nil || !delivered {
+		return res, errs.New(errs.InputDeliveryUncertain, "whether this input reached turn %s cannot be established: inspect the turn; do not resend it under a new key", p.ExpectedTurnID).
+			With("turnId", p.ExpectedTurnID)
+	}
+	return TurnSteerResult{TurnID: p.ExpectedTurnID, DeliveryState: DeliveryAccepted}, nil
+}
+
+func (a *Agentd) interrupt(ctx context.Context, p turnRef) (map[string]any, error) {
+	if err := a.requireOwner(); err != nil {
+		return nil, err
+	}
+	if _, err := getThread(ctx, a.db.SQL(), p.ThreadID); err != nil {
+		return nil, err
+	}
+	t, err := getTurn(ctx, a.db.SQL(), p.ThreadID, p.TurnID)
+	if err != nil {
+		return nil, err
+	}
+	if isTerminal(t.Status) {
+		return nil, errs.New(errs.Conflict, "turn %s already ended (%s)", t.ID, t.Status).With("status", t.Status)
+	}
+	if err := a.e.interrupt(ctx, p.ThreadID, p.TurnID); err != nil {
+		return nil, err
+	}
+	t, err = getTurn(ctx, a.db.SQL(), p.ThreadID, p.TurnID)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"turn": t}, nil
+}
+
+// RespondParams are the parameters of approval/respond.
+type RespondParams struct {
+	ApprovalID string `json:"approvalId"`
+	Revision   int    `json:"revision"`
+	Decision   string `json:"decision"`
+}
+
+// respond decides an approval with compare-and-set on its revision.
+func (a *Agentd) respond(ctx context.Context, p RespondParams) (map[string]any, error) {
+	if err := a.requireOwner(); err != nil {
+		return nil, err
+	}
+	decision := map[string]string{"approve": "approved", "deny": "denied"}[p.Decision]
+	if decision == "" {
+		return nil, errs.New(errs.InvalidParams, `decision must be "approve" or "deny"`)
+	}
+	if p.Revision < 1 {
+		return nil, errs.New(errs.InvalidParams, "revision must be the approval's current revision (1 or more)")
+	}
+	var appr Approval
+	err := a.j.do(ctx, func(w *txw) error {
+		cur, err := getApproval(ctx, w.tx, p.ApprovalID)
+		if err != nil {
+			return err
+		}
+		if cur.Status != "pending" || cur.Revision != p.Revision {
+			return errs.New(errs.Conflict, "approval %s is %s at revision %d, not pending at revision %d", cur.ID, cur.Status, cur.Revision, p.Revision).
+				With("revision", cur.Revision).With("status", cur.Status)
+		}
+		if err := resolveApproval(w, cur, decision, "client"); err != nil {
+			return err
+		}
+		appr, err = getApproval(ctx, w.tx, cur.ID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if r := a.e.active(appr.TurnID); r != nil {
+		r.mu.Lock()
+		ch := r.approvals[appr.ID]
+		r.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- decision:
+			default:
+			}
+		}
+	}
+	return map[string]any{"approval": appr}, nil
+}

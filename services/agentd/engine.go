@@ -1,0 +1,505 @@
+package agentd
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/config"
+	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/mgmt"
+	"github.com/deepcode-dev/deepcode/shared/store"
+)
+
+// Causes of a run's cancellation.
+var (
+	errInterrupted = errs.New(errs.ProviderCancelled, "interrupted by a client")
+	errCancelled   = errs.New(errs.ProviderCancelled, "cancelled by `deepcode service stop --cancel-running`")
+)
+
+// engine is agentd's one coordinator: it starts queued turns (at most one
+// active turn per thread, at most maxConcurrent overall), pauses admission
+// while draining, runs providers, and routes interrupts, steering input and
+// approval decisions to running turns.
+type engine struct {
+	db            *store.DB
+	j             *journal
+	cfg           *config.Config
+	log           *slog.Logger
+	maxConcurrent int
+	changed       func() // activity changed
+
+	ctx    context.Context // runs hang off it; cancelled at hard stop
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	paused   bool
+	stopping bool
+	runs     map[string]*run // by turn id
+	queued   int             // queued turns, for activity
+	wake     chan struct{}
+	runsWG   sync.WaitGroup
+	loopDone chan struct{}
+}
+
+// run is one turn in progress.
+type run struct {
+	turnID    string
+	threadID  string
+	provider  Provider
+	cancel    context.CancelCauseFunc
+	steer     chan string
+	mu        sync.Mutex
+	approvals map[string]chan string // approval id → decision
+	done      chan struct{}
+}
+
+func newEngine(db *store.DB, j *journal, cfg *config.Config, log *slog.Logger, changed func()) *engine {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &engine{
+		db: db, j: j, cfg: cfg, log: log, changed: changed,
+		maxConcurrent: 8,
+		ctx:           ctx, cancel: cancel,
+		runs:     map[string]*run{},
+		wake:     make(chan struct{}, 1),
+		loopDone: make(chan struct{}),
+	}
+}
+
+func (e *engine) kick() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// activity is the engine's part of the service's activity.
+func (e *engine) activity() mgmt.Activity {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return mgmt.Activity{Turns: len(e.runs), Queued: e.queued}
+}
+
+// start runs the scheduling loop.
+func (e *engine) start() {
+	go e.loop()
+	e.kick()
+}
+
+func (e *engine) loop() {
+	defer close(e.loopDone)
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-e.wake:
+		}
+		if err := e.schedule(); err != nil && e.ctx.Err() == nil {
+			e.log.Error("scheduling failed", "err", err)
+		}
+	}
+}
+
+// pause stops starting queued turns (drain); resume undoes it.
+func (e *engine) pause() {
+	e.mu.Lock()
+	e.paused = true
+	e.mu.Unlock()
+}
+
+func (e *engine) resume() {
+	e.mu.Lock()
+	e.paused = false
+	e.mu.Unlock()
+	e.kick()
+}
+
+// schedule starts every queued turn that may start now.
+func (e *engine) schedule() error {
+	e.mu.Lock()
+	free := e.maxConcurrent - len(e.runs)
+	blocked := e.paused || e.stopping
+	e.mu.Unlock()
+	var queued int
+	if err := e.db.SQL().QueryRowContext(e.ctx, `SELECT COUNT(*) FROM turns WHERE status = 'queued'`).Scan(&queued); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	changed := e.queued != queued
+	e.queued = queued
+	e.mu.Unlock()
+	if changed {
+		e.changed()
+	}
+	if blocked || free <= 0 || queued == 0 {
+		return nil
+	}
+	rows, err := e.db.SQL().QueryContext(e.ctx, `
+		SELECT t.id, t.thread_id FROM turns t
+		WHERE t.status = 'queued'
+		  AND t.ordinal = (SELECT MIN(o.ordinal) FROM turns o
+		                   WHERE o.thread_id = t.thread_id AND o.status IN ('queued','starting','running','waitingApproval'))
+		ORDER BY t.created_at, t.id LIMIT ?`, free)
+	if err != nil {
+		return err
+	}
+	type cand struct{ turn, thread string }
+	var cands []cand
+	for rows.Next() {
+		var c cand
+		if err := rows.Scan(&c.turn, &c.thread); err != nil {
+			rows.Close()
+			return err
+		}
+		cands = append(cands, c)
+	}
+	rows.Close()
+	for _, c := range cands {
+		e.launch(c.turn, c.thread)
+	}
+	return nil
+}
+
+// launch marks a queued turn starting and runs it.
+func (e *engine) launch(turnID, threadID string) {
+	e.mu.Lock()
+	if e.paused || e.stopping || e.runs[turnID] != nil {
+		e.mu.Unlock()
+		return
+	}
+	for _, r := range e.runs {
+		if r.threadID == threadID {
+			e.mu.Unlock()
+			return
+		}
+	}
+	r := &run{turnID: turnID, threadID: threadID, steer: make(chan string, 16), approvals: map[string]chan string{}, done: make(chan struct{})}
+	e.runs[turnID] = r
+	e.runsWG.Add(1)
+	e.mu.Unlock()
+	e.changed()
+	go e.execute(r)
+}
+
+func (e *engine) finishRun(r *run) {
+	e.mu.Lock()
+	delete(e.runs, r.turnID)
+	e.mu.Unlock()
+	close(r.done)
+	e.runsWG.Done()
+	e.changed()
+	e.kick()
+}
+
+// execute runs one turn from queued to its end.
+func (e *engine) execute(r *run) {
+	defer e.finishRun(r)
+	var tr *preparedRun
+	started := false
+	err := e.j.do(e.ctx, func(w *txw) error {
+		res, err := w.Exec(`UPDATE turns SET status = 'starting', started_at = ? WHERE id = ? AND status = 'queued'`, ms(w.now), r.turnID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			started = true
+		}
+		return nil
+	})
+	if err != nil || !started {
+		if err != nil {
+			e.log.Error("cannot start turn", "turn", r.turnID, "err", err)
+		}
+		return
+	}
+	tr, err = e.prepare(r)
+	if err == nil {
+		err = e.j.do(e.ctx, func(w *txw) error {
+			if _, err := w.Exec(`UPDATE turns SET status = 'running' WHERE id = ?`, r.turnID); err != nil {
+				return err
+			}
+			_, err := w.Append(r.threadID, EventTurnStarted, map[string]string{"turnId": r.turnID})
+			return err
+		})
+	}
+	if err != nil {
+		e.finish(r, err)
+		return
+	}
+	ctx, cancel := context.WithCancelCause(e.ctx)
+	defer cancel(nil)
+	r.mu.Lock()
+	r.cancel = cancel
+	r.mu.Unlock()
+	if t := tr.Profile.Timeout; t > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, t, errs.New(errs.DaemonTimeout, "the turn exceeded the profile's %s timeout", t))
+		defer stop()
+	}
+	runErr := tr.provider.Run(ctx, &tr.TurnRun)
+	if runErr != nil && ctx.Err() != nil {
+		runErr = context.Cause(ctx)
+	}
+	if errors.Is(runErr, context.Canceled) && e.ctx.Err() != nil {
+		// agentd is being killed: leave the record for recovery.
+		return
+	}
+	e.finish(r, runErr)
+}
+
+type preparedRun struct {
+	TurnRun
+	provider Provider
+}
+
+// prepare reads what the provider needs.
+func (e *engine) prepare(r *run) (*preparedRun, error) {
+	ctx := e.ctx
+	var workspace, threadProfile string
+	var session sql.NullString
+	if err := e.db.SQL().QueryRowContext(ctx, `SELECT workspace, profile, provider_session_id FROM threads WHERE id = ?`, r.threadID).
+		Scan(&workspace, &threadProfile, &session); err != nil {
+		return nil, dbErr(err)
+	}
+	t, err := getTurn(ctx, e.db.SQL(), r.threadID, r.turnID)
+	if err != nil {
+		return nil, err
+	}
+	var prompt string
+	var payload string
+	if err := e.db.SQL().QueryRowContext(ctx, `SELECT payload FROM items WHERE turn_id = ? AND kind = 'userMessage' ORDER BY created_at, rowid LIMIT 1`, r.turnID).Scan(&payload); err != nil {
+		return nil, dbErr(err)
+	}
+	var up UserPayload
+	_ = json.Unmarshal([]byte(payload), &up)
+	prompt = up.Text
+	profile, ok := e.cfg.Profile(t.Profile)
+	if !ok {
+		return nil, errs.New(errs.InvalidParams, "profile %q is not configured any more", t.Profile)
+	}
+	p, err := providerFor(profile)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.provider = p
+	r.mu.Unlock()
+	pr := &preparedRun{provider: p, TurnRun: TurnRun{
+		ThreadID: r.threadID, TurnID: r.turnID, Workspace: workspace, Prompt: prompt,
+		ProfileName: t.Profile, Profile: profile, Model: t.Model, Reasoning: t.Reasoning,
+		SessionID: session.String, Steer: r.steer,
+	}}
+	pr.Sink = &Sink{e: e, r: r, threadID: r.threadID, turnID: r.turnID, policy: profile.ApprovalPolicy}
+	return pr, nil
+}
+
+// finish records how a turn ended: completed, failed with a typed error,
+// or interrupted. Pending inputs of the turn settle to unknown and pending
+// approvals are cancelled.
+func (e *engine) finish(r *run, runErr error) {
+	status := StatusCompleted
+	var te *TurnError
+	if runErr != nil {
+		ee := errs.From(runErr)
+		if ee.Code == errs.Internal {
+			e.log.Error("turn failed", "turn", r.turnID, "err", runErr)
+		}
+		te = &TurnError{Code: ee.Code, Message: ee.Message, Retryable: ee.Retryable}
+		status = StatusFailed
+		if errors.Is(runErr, errInterrupted) || errors.Is(runErr, errCancelled) {
+			status = StatusInterrupted
+		}
+	}
+	err := e.j.do(context.Background(), func(w *txw) error {
+		return finishTurn(w, r.threadID, r.turnID, status, te)
+	})
+	if err != nil {
+		e.log.Error("cannot record the end of a turn; recovery will settle it", "turn", r.turnID, "err", err)
+	}
+}
+
+// finishTurn is the transaction that ends a turn.
+func finishTurn(w *txw, threadID, turnID, status string, te *TurnError) error {
+	var code, msg any
+	var retry any
+	if te != nil {
+		code, msg, retry = string(te.Code), te.Message, boolInt(te.Retryable)
+	}
+	if _, err := w.Exec(`UPDATE turns SET status = ?, error_code = ?, error_message = ?, error_retryable = ?, finished_at = ? WHERE id = ?`,
+		status, code, msg, retry, ms(w.now), turnID); err != nil {
+		return err
+	}
+	if err := settlePending(w, turnID); err != nil {
+		return err
+	}
+	t, err := getTurn(context.Background(), w.tx, threadID, turnID)
+	if err != nil {
+		return err
+	}
+	typ := map[string]string{StatusCompleted: EventTurnCompleted, StatusFailed: EventTurnFailed, StatusInterrupted: EventTurnInterrupted}[status]
+	_, err = w.Append(threadID, typ, map[string]any{"turn": t})
+	return err
+}
+
+// settlePending turns a turn's pending steering receipts into unknown and
+// cancels its pending approvals.
+func settlePending(w *txw, turnID string) error {
+	rows, err := w.tx.Query(`SELECT id, thread_id, payload FROM items WHERE turn_id = ? AND delivery_state = 'pending'`, turnID)
+	if err != nil {
+		return err
+	}
+	type pend struct{ id, thread, payload string }
+	var ps []pend
+	for rows.Next() {
+		var p pend
+		if err := rows.Scan(&p.id, &p.thread, &p.payload); err != nil {
+			rows.Close()
+			return err
+		}
+		ps = append(ps, p)
+	}
+	rows.Close()
+	for _, p := range ps {
+		var up UserPayload
+		_ = json.Unmarshal([]byte(p.payload), &up)
+		up.DeliveryState = DeliveryUnknown
+		b, _ := json.Marshal(up)
+		if _, err := w.Exec(`UPDATE items SET delivery_state = 'unknown', payload = ?, updated_at = ? WHERE id = ?`, string(b), ms(w.now), p.id); err != nil {
+			return err
+		}
+	}
+	arows, err := w.tx.Query(`SELECT id, thread_id, revision FROM approvals WHERE turn_id = ? AND status = 'pending'`, turnID)
+	if err != nil {
+		return err
+	}
+	type ap struct {
+		id, thread string
+		rev        int
+	}
+	var as []ap
+	for arows.Next() {
+		var a ap
+		if err := arows.Scan(&a.id, &a.thread, &a.rev); err != nil {
+			arows.Close()
+			return err
+		}
+		as = append(as, a)
+	}
+	arows.Close()
+	for _, a := range as {
+		if _, err := w.Exec(`UPDATE approvals SET status = 'cancelled', revision = revision + 1, decided_by = 'agentd', decided_at = ? WHERE id = ?`, ms(w.now), a.id); err != nil {
+			return err
+		}
+		if _, err := w.Append(a.thread, EventApprovalResolved, map[string]any{"approvalId": a.id, "decision": "cancelled", "revision": a.rev + 1}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// providerOf is the run's provider once it is prepared.
+func (r *run) providerOf() Provider {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.provider
+}
+
+// active returns the run of a turn in progress.
+func (e *engine) active(turnID string) *run {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.runs[turnID]
+}
+
+// interrupt stops a running turn, or ends a queued one before it starts.
+func (e *engine) interrupt(ctx context.Context, threadID, turnID string) error {
+	if r := e.active(turnID); r != nil {
+		r.mu.Lock()
+		cancel := r.cancel
+		r.mu.Unlock()
+		if cancel != nil {
+			cancel(errInterrupted)
+			return nil
+		}
+	}
+	ended := false
+	err := e.j.do(ctx, func(w *txw) error {
+		res, err := w.Exec(`UPDATE turns SET status = 'interrupted', error_code = ?, error_message = ?, error_retryable = 0, finished_at = ?
+			WHERE id = ? AND thread_id = ? AND status = 'queued'`, string(errInterrupted.Code), errInterrupted.Message, ms(w.now), turnID, threadID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil
+		}
+		ended = true
+		t, err := getTurn(context.Background(), w.tx, threadID, turnID)
+		if err != nil {
+			return err
+		}
+		_, err = w.Append(threadID, EventTurnInterrupted, map[string]any{"turn": t})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if !ended {
+		// It started meanwhile: interrupt the run.
+		if r := e.active(turnID); r != nil {
+			r.mu.Lock()
+			cancel := r.cancel
+			r.mu.Unlock()
+			if cancel != nil {
+				cancel(errInterrupted)
+			}
+		}
+	}
+	e.kick()
+	return nil
+}
+
+// cancelAll interrupts every running turn (stop --cancel-running).
+func (e *engine) cancelAll() {
+	e.mu.Lock()
+	runs := make([]*run, 0, len(e.runs))
+	for _, r := range e.runs {
+		runs = append(runs, r)
+	}
+	e.mu.Unlock()
+	for _, r := range runs {
+		r.mu.Lock()
+		if r.cancel != nil {
+			r.cancel(errCancelled)
+		}
+		// Approval waits end with the context.
+		r.mu.Unlock()
+	}
+}
+
+// stop waits up to grace for running turns, then abandons them to
+// recovery: their records stay as they are, durable.
+func (e *engine) stop(grace time.Duration) {
+	e.mu.Lock()
+	e.stopping = true
+	e.mu.Unlock()
+	done := make(chan struct{})
+	go func() { e.runsWG.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		e.log.Warn("turns still running at shutdown; they will be recovered as interrupted on the next start")
+	}
+	e.cancel()
+	<-e.loopDone
+}

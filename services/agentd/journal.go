@@ -1,0 +1,254 @@
+package agentd
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/store"
+)
+
+// maxBatch bounds how many queued ops share one transaction.
+const maxBatch = 512
+
+// journal is agentd's single writer. Every durable change and the events it
+// produces go through it: ops are applied in arrival order; ops that queue
+// up behind a commit share the next transaction (batching costs no latency:
+// an op alone is committed at once); each op runs in its own savepoint, so
+// one failing op does not undo the others; every transaction checks the
+// runtime-owner lease's fence; events are published after the commit.
+type journal struct {
+	db      *store.DB
+	lease   func() store.Lease
+	ops     chan *op
+	publish func([]Event)
+	log     *slog.Logger
+	now     func() time.Time
+	onLost  func(error)
+
+	heads map[string]int64 // last sequence per thread; writer goroutine only
+
+	stopOnce sync.Once
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+type op struct {
+	fn   func(w *txw) error
+	done chan error // nil: fire and forget
+}
+
+// txw is what an op sees: the transaction and an event appender.
+type txw struct {
+	tx     *sql.Tx
+	j      *journal
+	now    time.Time
+	events []Event
+	undo   map[string]int64 // thread → head before this op
+	insert *sql.Stmt
+}
+
+func newJournal(db *store.DB, lease func() store.Lease, publish func([]Event), onLost func(error), log *slog.Logger) *journal {
+	return &journal{
+		db: db, lease: lease, publish: publish, onLost: onLost, log: log,
+		ops:   make(chan *op, 4096),
+		now:   time.Now,
+		heads: map[string]int64{},
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+}
+
+// errJournalClosed is returned for ops submitted after close.
+var errJournalClosed = errs.New(errs.ServiceUnavailable, "agentd is stopping")
+
+// do applies fn durably and waits for the commit.
+func (j *journal) do(ctx context.Context, fn func(w *txw) error) error {
+	o := &op{fn: fn, done: make(chan error, 1)}
+	select {
+	case j.ops <- o:
+	case <-j.stop:
+		return errJournalClosed
+	case <-ctx.Done():
+		return errs.Wrap(ctx.Err(), errs.DaemonTimeout, "the write was not queued in time")
+	}
+	select {
+	case err := <-o.done:
+		return err
+	case <-j.done:
+		// The writer ended; it answers every op it took before ending.
+		select {
+		case err := <-o.done:
+			return err
+		default:
+			return errJournalClosed
+		}
+	}
+}
+
+// enqueue applies fn without waiting (output deltas). It still blocks while
+// the queue is full: that is the back-pressure on a fast producer.
+func (j *journal) enqueue(fn func(w *txw) error) {
+	select {
+	case j.ops <- &op{fn: fn}:
+	case <-j.stop:
+	}
+}
+
+// close stops accepting ops, applies those already queued and waits.
+func (j *journal) close() {
+	j.stopOnce.Do(func() { close(j.stop) })
+	<-j.done
+}
+
+func (j *journal) run() {
+	defer close(j.done)
+	for {
+		var first *op
+		select {
+		case first = <-j.ops:
+		case <-j.stop:
+			// Drain what is queued, then end.
+			for {
+				select {
+				case o := <-j.ops:
+					j.apply([]*op{o})
+				default:
+					return
+				}
+			}
+		}
+		batch := []*op{first}
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case o := <-j.ops:
+				batch = append(batch, o)
+			default:
+				break fill
+			}
+		}
+		j.apply(batch)
+	}
+}
+
+// apply commits a batch in one fenced transaction.
+func (j *journal) apply(batch []*op) {
+	results := make([]error, len(batch))
+	var published []Event
+	touched := map[string]bool{}
+	err := j.db.Fenced(context.Background(), j.lease(), func(tx *sql.Tx) error {
+		published = published[:0]
+		clear(touched)
+		insert, err := tx.Prepare(`INSERT INTO events (thread_id, sequence, type, at, payload) VALUES (?, ?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer insert.Close()
+		for i, o := range batch {
+			w := &txw{tx: tx, j: j, now: j.now().UTC().Truncate(time.Millisecond), undo: map[string]int64{}, insert: insert}
+			if _, err := tx.Exec("SAVEPOINT op"); err != nil {
+				return err
+			}
+			if err := safeRun(o.fn, w); err != nil {
+				results[i] = err
+				for t, h := range w.undo {
+					j.heads[t] = h
+				}
+				if _, rerr := tx.Exec("ROLLBACK TO op"); rerr != nil {
+					return rerr
+				}
+				if _, rerr := tx.Exec("RELEASE op"); rerr != nil {
+					return rerr
+				}
+				continue
+			}
+			if _, err := tx.Exec("RELEASE op"); err != nil {
+				return err
+			}
+			for t := range w.undo {
+				touched[t] = true
+			}
+			published = append(published, w.events...)
+		}
+		for t := range touched {
+			if _, err := tx.Exec(`UPDATE threads SET head_sequence = ?, updated_at = ? WHERE id = ?`, j.heads[t], ms(j.now()), t); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		// Nothing committed: sequence numbers handed out are void.
+		clear(j.heads)
+		for i := range results {
+			results[i] = err
+		}
+		if errs.Is(err, errs.LeaseLost) && j.onLost != nil {
+			j.onLost(err)
+		}
+		j.log.Error("journal transaction failed", "ops", len(batch), "err", err)
+	} else if len(published) > 0 && j.publish != nil {
+		j.publish(published)
+	}
+	for i, o := range batch {
+		if o.done != nil {
+			o.done <- results[i]
+		} else if results[i] != nil && err == nil {
+			j.log.Warn("journal op failed", "err", results[i])
+		}
+	}
+}
+
+func safeRun(fn func(*txw) error, w *txw) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = errs.New(errs.Internal, "internal error")
+			w.j.log.Error("journal op panicked", "panic", fmt.Sprint(r))
+		}
+	}()
+	return fn(w)
+}
+
+// Exec runs a statement in the op's transaction.
+func (w *txw) Exec(query string, args ...any) (sql.Result, error) {
+	return w.tx.Exec(query, args...)
+}
+
+// QueryRow runs a query in the op's transaction.
+func (w *txw) QueryRow(query string, args ...any) *sql.Row {
+	return w.tx.QueryRow(query, args...)
+}
+
+// Append adds an event to a thread's log with the next sequence number.
+func (w *txw) Append(threadID, typ string, payload any) (Event, error) {
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return Event{}, err
+	}
+	head, ok := w.j.heads[threadID]
+	if !ok {
+		if err := w.tx.QueryRow(`SELECT head_sequence FROM threads WHERE id = ?`, threadID).Scan(&head); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return Event{}, errs.New(errs.NotFound, "no thread %s", threadID)
+			}
+			return Event{}, err
+		}
+	}
+	if _, seen := w.undo[threadID]; !seen {
+		w.undo[threadID] = head
+	}
+	ev := Event{ThreadID: threadID, Sequence: head + 1, Type: typ, At: w.now.Truncate(time.Millisecond), Payload: raw}
+	if _, err := w.insert.Exec(threadID, ev.Sequence, typ, ms(ev.At), string(raw)); err != nil {
+		return Event{}, err
+	}
+	w.j.heads[threadID] = ev.Sequence
+	w.events = append(w.events, ev)
+	return ev, nil
+}

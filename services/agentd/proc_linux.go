@@ -1,0 +1,5 @@
+package agentd
+
+import "syscall"
+
+func setParentDeathSignal(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }

@@ -1,0 +1,7 @@
+//go:build !linux && !windows
+
+package agentd
+
+import "syscall"
+
+func setParentDeathSignal(*syscall.SysProcAttr) {}

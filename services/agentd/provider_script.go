@@ -1,0 +1,187 @@
+package agentd
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/errs"
+)
+
+// scriptProvider runs the prompt as a small deterministic script, one step
+// per line, for tests and demos:
+//
+//	say <text>              an agent message (streamed word by word)
+//	sleep <duration>        wait (interruptible)
+//	approve <summary>       ask for approval; a denial fails the turn
+//	write <path> <text>     create or replace a workspace file (a file change)
+//	append <path> <text>    append a line to a workspace file
+//	session <id>            record the provider session id
+//	say-session             say the session id the turn started with
+//	await-steer [duration]  wait for steering input and say it
+//	fail <CODE> [message]   end the turn with that error code
+//
+// Blank lines and lines starting with # are ignored.
+type scriptProvider struct{}
+
+func (scriptProvider) CanSteer() bool { return true }
+
+// MessagePayload is an agent message item's payload.
+type MessagePayload struct {
+	Text string `json:"text"`
+}
+
+// TextDelta is an agent message item's delta.
+type TextDelta struct {
+	Text string `json:"text"`
+}
+
+// FilePayload is a file change item's payload.
+type FilePayload struct {
+	Path   string `json:"path"`
+	Action string `json:"action"`
+	Bytes  int    `json:"bytes"`
+}
+
+func (scriptProvider) Run(ctx context.Context, t *TurnRun) error {
+	for n, line := range strings.Split(t.Prompt, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		verb, rest, _ := strings.Cut(line, " ")
+		rest = strings.TrimSpace(rest)
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
+		var err error
+		switch verb {
+		case "say":
+			say(t.Sink, rest)
+		case "say-session":
+			say(t.Sink, "session: "+t.SessionID)
+		case "sleep":
+			err = sleepStep(ctx, rest)
+		case "approve":
+			ok, aerr := t.Sink.Approve(ctx, "script", rest, map[string]string{"step": line})
+			switch {
+			case aerr != nil:
+				err = aerr
+			case !ok:
+				err = errs.New(errs.TaskFailed, "approval denied: %s", rest)
+			}
+		case "write", "append":
+			err = writeStep(t, verb, rest)
+		case "session":
+			if rest == "" {
+				err = errs.New(errs.InvalidParams, "line %d: session needs an id", n+1)
+			} else {
+				t.Sink.SetSession(rest)
+			}
+		case "await-steer":
+			err = awaitSteer(ctx, t, rest)
+		case "fail":
+			code, msg, _ := strings.Cut(rest, " ")
+			if code == "" {
+				code = string(errs.TaskFailed)
+			}
+			if msg == "" {
+				msg = "the script failed"
+			}
+			c := errs.Code(code)
+			err = &errs.Error{Code: c, Message: msg, Retryable: c.Retryable()}
+		default:
+			err = errs.New(errs.InvalidParams, "line %d: unknown script step %q (say, sleep, approve, write, append, session, say-session, await-steer, fail)", n+1, verb)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func say(s *Sink, text string) {
+	item := s.StartItem(KindAgentMessage, MessagePayload{})
+	words := strings.SplitAfter(text, " ")
+	for i := 0; i < len(words); i += 8 {
+		s.Delta(item, TextDelta{Text: strings.Join(words[i:min(i+8, len(words))], "")})
+	}
+	s.CompleteItem(item, ItemCompleted, MessagePayload{Text: text})
+	s.Response(text)
+}
+
+func sleepStep(ctx context.Context, arg string) error {
+	d, err := time.ParseDuration(arg)
+	if err != nil || d < 0 {
+		return errs.New(errs.InvalidParams, "sleep needs a duration such as 500ms, not %q", arg)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func writeStep(t *TurnRun, verb, rest string) error {
+	rel, text, _ := strings.Cut(rest, " ")
+	if rel == "" {
+		return errs.New(errs.InvalidParams, "%s needs a path", verb)
+	}
+	path := filepath.Join(t.Workspace, filepath.FromSlash(rel))
+	if r, err := filepath.Rel(t.Workspace, path); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return errs.New(errs.InvalidParams, "%s: %q is outside the workspace", verb, rel)
+	}
+	item := t.Sink.StartItem(KindFileChange, FilePayload{Path: rel, Action: verb})
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Sink.CompleteItem(item, ItemFailed, FilePayload{Path: rel, Action: verb})
+		return errs.Wrap(err, errs.TaskFailed, "cannot create the folder of %s", rel)
+	}
+	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	data := text
+	if verb == "append" {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_APPEND
+		data = text + "\n"
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
+	if err == nil {
+		_, err = f.WriteString(data)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		t.Sink.CompleteItem(item, ItemFailed, FilePayload{Path: rel, Action: verb})
+		return errs.Wrap(err, errs.TaskFailed, "cannot write %s", rel)
+	}
+	t.Sink.CompleteItem(item, ItemCompleted, FilePayload{Path: rel, Action: verb, Bytes: len(data)})
+	return nil
+}
+
+func awaitSteer(ctx context.Context, t *TurnRun, arg string) error {
+	d := 30 * time.Second
+	if arg != "" {
+		var err error
+		if d, err = time.ParseDuration(arg); err != nil {
+			return errs.New(errs.InvalidParams, "await-steer needs a duration, not %q", arg)
+		}
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case text := <-t.Steer:
+		say(t.Sink, "steered: "+text)
+		return nil
+	case <-timer.C:
+		return errs.New(errs.TaskFailed, "no steering input within %s", d)
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}

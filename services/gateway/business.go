@@ -1,0 +1,285 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/api"
+	"github.com/deepcode-dev/deepcode/shared/buildinfo"
+	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/paths"
+	"github.com/deepcode-dev/deepcode/shared/rpc"
+)
+
+// Business limits, from the seed.
+const (
+	MaxConnections   = 32
+	MaxHandlers      = 8
+	RouteBusinessRPC = "/api/rpc"
+)
+
+// route maps a method to the socket of the service that owns it. The
+// gateway holds no business logic: it authenticates, limits and forwards.
+func route(method string) (socket string, ok bool) {
+	prefix, _, found := strings.Cut(method, "/")
+	if !found {
+		return "", false
+	}
+	switch prefix {
+	case "thread", "turn", "event", "approval", "agent":
+		return paths.AgentdSocket, true
+	case "terminal":
+		return paths.TermhostSocket, true
+	case "automation":
+		return paths.SchedulerSocket, true
+	}
+	return "", false
+}
+
+// business is the WebSocket JSON-RPC front door for native clients and
+// browsers. Each connection has its own initialization, request ids and
+// subscription; its requests are served in order, by at most MaxHandlers
+// handlers across all connections.
+type business struct {
+	g        *Gateway
+	executor rpc.Executor
+	conns    atomic.Int64
+	backends map[string]*backend // by socket name
+
+	subsMu sync.Mutex
+	subs   map[*session]struct{}
+	events *eventLink
+}
+
+func newBusiness(g *Gateway) *business {
+	b := &business{g: g, executor: rpc.NewSemaphore(MaxHandlers), backends: map[string]*backend{}, subs: map[*session]struct{}{}}
+	for _, sock := range []string{paths.AgentdSocket, paths.TermhostSocket, paths.SchedulerSocket} {
+		b.backends[sock] = newBackend(g, sock)
+	}
+	b.events = newEventLink(b)
+	return b
+}
+
+// session is one client connection.
+type session struct {
+	b           *business
+	peer        *rpc.Peer
+	initialized atomic.Bool
+	surface     string
+}
+
+// serve upgrades and serves one client connection.
+func (b *business) serve(w http.ResponseWriter, r *http.Request) {
+	if b.conns.Add(1) > MaxConnections {
+		b.conns.Add(-1)
+		rpc.WriteHTTPError(w, errs.New(errs.Overloaded, "%d connections are open; close one and retry", MaxConnections), 0)
+		return
+	}
+	defer b.conns.Add(-1)
+	s := &session{b: b}
+	b.g.svc.ServePeer(w, r, rpc.HandlerFunc(s.handle), rpc.PeerOptions{
+		Executor: b.executor,
+	})
+	b.unsubscribe(s)
+}
+
+func (s *session) handle(ctx context.Context, req *rpc.Request) (any, error) {
+	switch req.Method {
+	case api.MethodInitialize:
+		return s.initialize(req)
+	case api.MethodShutdown:
+		req.CloseAfterReply(rpc.CloseNormal, "shutdown")
+		return map[string]any{}, nil
+	}
+	if !s.initialized.Load() {
+		return nil, errs.New(errs.NotInitialized, "call initialize first")
+	}
+	sock, ok := route(req.Method)
+	if !ok {
+		return nil, errs.New(errs.MethodNotFound, "unknown method %q", req.Method)
+	}
+	if s.b.g.svc.Draining() && !api.DrainAllowed(req.Method) {
+		return nil, errs.New(errs.ServiceDraining, "the service is draining: new work is paused until it resumes")
+	}
+	var out json.RawMessage
+	if err := s.b.backends[sock].call(ctx, req.Method, req.Params, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (s *session) initialize(req *rpc.Request) (any, error) {
+	if s.initialized.Load() {
+		return nil, errs.New(errs.AlreadyInitialized, "this connection is already initialized")
+	}
+	var p api.InitializeParams
+	if err := rpc.BindParams(req.Params, &p); err != nil {
+		return nil, err
+	}
+	if p.ProtocolVersion != buildinfo.ProtocolVersion {
+		return nil, errs.New(errs.ProtocolMismatch, "this service speaks protocol %s, not %q: update the client", buildinfo.ProtocolVersion, p.ProtocolVersion)
+	}
+	s.surface = p.ClientInfo.Surface
+	s.peer = req.Peer
+	// Subscribe before answering: a client that installs its listener, then
+	// initializes, then replays, misses no event.
+	if err := s.b.subscribe(s); err != nil {
+		return nil, err
+	}
+	s.initialized.Store(true)
+	s.b.g.svc.Log.Debug("client initialized", "client", p.ClientInfo.Name, "surface", p.ClientInfo.Surface)
+	return api.InitializeResult{
+		ProtocolVersion: buildinfo.ProtocolVersion,
+		Capabilities:    api.Capabilities{RequestRetry: api.RequestRetry},
+		ServiceInfo: &api.ServiceInfo{
+			InstanceID:    s.b.g.svc.InstanceID(),
+			SchemaVersion: s.b.g.svc.SchemaVersion(),
+			Transport:     "websocket",
+			ShutdownScope: "connection",
+		},
+	}, nil
+}
+
+func (b *business) subscribe(s *session) error {
+	b.subsMu.Lock()
+	b.subs[s] = struct{}{}
+	n := len(b.subs)
+	b.subsMu.Unlock()
+	if n == 1 {
+		b.events.want(true)
+	}
+	return b.events.waitUp(context.Background())
+}
+
+func (b *business) unsubscribe(s *session) {
+	b.subsMu.Lock()
+	_, was := b.subs[s]
+	delete(b.subs, s)
+	n := len(b.subs)
+	b.subsMu.Unlock()
+	if was && n == 0 {
+		b.events.want(false)
+	}
+}
+
+// fanout sends one already-encoded notification to every subscribed
+// client. A client that cannot keep up is closed by its own bounded queue
+// (1013); nobody else waits for it.
+func (b *business) fanout(msg []byte) {
+	b.subsMu.Lock()
+	for s := range b.subs {
+		if s.peer != nil {
+			s.peer.SendRaw(msg)
+		}
+	}
+	b.subsMu.Unlock()
+}
+
+// backend is a small pool of connections to one service socket. Each call
+// borrows a connection for its duration, so a slow call never delays
+// another client's; idle connections close so the service can exit when
+// idle.
+type backend struct {
+	g    *Gateway
+	sock string
+
+	mu   sync.Mutex
+	idle []*pooled
+}
+
+type pooled struct {
+	peer  *rpc.Peer
+	done  chan struct{}
+	timer *time.Timer
+}
+
+const backendIdle = 15 * time.Second
+
+func newBackend(g *Gateway, sock string) *backend { return &backend{g: g, sock: sock} }
+
+func (be *backend) get(ctx context.Context) (*pooled, error) {
+	be.mu.Lock()
+	for len(be.idle) > 0 {
+		p := be.idle[len(be.idle)-1]
+		be.idle = be.idle[:len(be.idle)-1]
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+		select {
+		case <-p.peer.Done():
+			continue
+		default:
+		}
+		be.mu.Unlock()
+		return p, nil
+	}
+	be.mu.Unlock()
+	conn, err := rpc.Dial(ctx, rpc.DialOptions{Network: "unix", Address: be.g.svc.Layout.Socket(be.sock), Path: "/rpc", Timeout: 30 * time.Second})
+	if err != nil {
+		name := strings.TrimSuffix(be.sock, ".sock")
+		return nil, errs.Wrap(err, errs.ServiceUnavailable, "the %s service is not available", name)
+	}
+	p := &pooled{peer: rpc.NewPeer(conn, rpc.PeerOptions{Logger: be.g.svc.Log}), done: make(chan struct{})}
+	go func() { defer close(p.done); _ = p.peer.Run() }()
+	return p, nil
+}
+
+func (be *backend) put(p *pooled) {
+	select {
+	case <-p.peer.Done():
+		return
+	default:
+	}
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	if len(be.idle) >= MaxHandlers {
+		p.peer.Close(rpc.CloseNormal, "pool full")
+		return
+	}
+	p.timer = time.AfterFunc(backendIdle, func() { be.expire(p) })
+	be.idle = append(be.idle, p)
+}
+
+func (be *backend) expire(p *pooled) {
+	be.mu.Lock()
+	for i, q := range be.idle {
+		if q == p {
+			be.idle = append(be.idle[:i], be.idle[i+1:]...)
+			break
+		}
+	}
+	be.mu.Unlock()
+	p.peer.Close(rpc.CloseNormal, "idle")
+}
+
+// call forwards one request. A disconnect of the client does not cancel
+// it: ctx is the handler's, which outlives the client connection.
+func (be *backend) call(ctx context.Context, method string, params json.RawMessage, out *json.RawMessage) error {
+	p, err := be.get(ctx)
+	if err != nil {
+		return err
+	}
+	err = p.peer.Call(ctx, method, params, out)
+	be.put(p)
+	return err
+}
+
+// closeAll closes pooled connections (shutdown).
+func (be *backend) closeAll() {
+	be.mu.Lock()
+	idle := be.idle
+	be.idle = nil
+	be.mu.Unlock()
+	for _, p := range idle {
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+		p.peer.Close(rpc.CloseGoingAway, "gateway stopping")
+		<-p.done
+	}
+}

@@ -1,0 +1,117 @@
+// Package api names the business protocol shared by the gateway, the
+// services behind it and the clients: methods, their retry contract,
+// notifications, and the initialize handshake.
+package api
+
+// Methods.
+const (
+	MethodInitialize = "initialize"
+	MethodShutdown   = "shutdown"
+
+	MethodThreadStart   = "thread/start"
+	MethodThreadList    = "thread/list"
+	MethodThreadRead    = "thread/read"
+	MethodTurnStart     = "turn/start"
+	MethodTurnEnqueue   = "turn/enqueue"
+	MethodTurnSteer     = "turn/steer"
+	MethodTurnInterrupt = "turn/interrupt"
+	MethodTurnRead      = "turn/read"
+	MethodTurnInputRead = "turn/input/read"
+	MethodEventReplay   = "event/replay"
+	MethodApprovalList  = "approval/list"
+	MethodApprovalReply = "approval/respond"
+	MethodAgentRun      = "agent/run"
+	MethodAgentContinue = "agent/continue"
+	MethodAgentShow     = "agent/show"
+	MethodAgentList     = "agent/list"
+
+	MethodTerminalCreate = "terminal/create"
+	MethodTerminalInput  = "terminal/input"
+	MethodTerminalResize = "terminal/resize"
+	MethodTerminalClose  = "terminal/close"
+	MethodTerminalList   = "terminal/list"
+	MethodTerminalRead   = "terminal/read"
+
+	MethodAutomationRun = "automation/run"
+)
+
+// Notifications.
+const (
+	NotifyThreadEvent  = "thread.event"
+	NotifyServicePhase = "service.phase"
+)
+
+// Retry policies advertised in capabilities.requestRetry.
+const (
+	RetryNever = "never"
+	RetrySafe  = "safe"
+	RetryKeyed = "keyed"
+)
+
+// RequestRetry is the retry contract. A method missing here is "never":
+// nothing is inferred from names. Safe methods may be repeated; keyed ones
+// only with their original non-empty key and the same request.
+var RequestRetry = map[string]string{
+	MethodThreadList:    RetrySafe,
+	MethodThreadRead:    RetrySafe,
+	MethodTurnRead:      RetrySafe,
+	MethodTurnInputRead: RetrySafe,
+	MethodEventReplay:   RetrySafe,
+	MethodApprovalList:  RetrySafe,
+	MethodAgentShow:     RetrySafe,
+	MethodAgentList:     RetrySafe,
+	MethodTerminalList:  RetrySafe,
+	MethodTerminalRead:  RetrySafe,
+
+	MethodTurnStart:     RetryKeyed,
+	MethodTurnEnqueue:   RetryKeyed,
+	MethodTurnSteer:     RetryKeyed,
+	MethodAutomationRun: RetryKeyed,
+}
+
+// DrainAllowed lists the methods still served while the service drains:
+// what finishes current work (approvals, interrupts, terminal close) and
+// safe reads.
+func DrainAllowed(method string) bool {
+	switch method {
+	case MethodApprovalReply, MethodTurnInterrupt, MethodTerminalClose, MethodInitialize, MethodShutdown:
+		return true
+	}
+	return RequestRetry[method] == RetrySafe
+}
+
+// ClientInfo identifies a client in initialize.
+type ClientInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	// Surface records provenance ("cli", "web", "desktop", "tui");
+	// it grants nothing.
+	Surface string `json:"surface,omitempty"`
+}
+
+// InitializeParams are the parameters of initialize.
+type InitializeParams struct {
+	ProtocolVersion string     `json:"protocolVersion"`
+	ClientInfo      ClientInfo `json:"clientInfo"`
+	FrontendBuildID string     `json:"frontendBuildId,omitempty"`
+}
+
+// Capabilities of a server.
+type Capabilities struct {
+	RequestRetry map[string]string `json:"requestRetry"`
+}
+
+// ServiceInfo is added for network clients.
+type ServiceInfo struct {
+	InstanceID    string `json:"instanceId"`
+	SchemaVersion int    `json:"schemaVersion"`
+	Transport     string `json:"transport"`
+	ShutdownScope string `json:"shutdownScope"`
+}
+
+// InitializeResult answers initialize.
+type InitializeResult struct {
+	ProtocolVersion string       `json:"protocolVersion"`
+	Capabilities    Capabilities `json:"capabilities"`
+	ServiceInfo     *ServiceInfo `json:"serviceInfo,omitempty"`
+}
