@@ -198,35 +198,32 @@ func (e *engine) finishRun(r *run) {
 // execute runs one turn from queued to its end.
 func (e *engine) execute(r *run) {
 	defer e.finishRun(r)
-	var tr *preparedRun
+	// One transaction moves the turn from queued to running: what the
+	// provider needs is read first, and a turn that stopped being queued
+	// meanwhile (interrupted) is left alone.
+	tr, err := e.prepare(r)
 	started := false
-	err := e.j.do(e.ctx, func(w *txw) error {
-		res, err := w.Exec(`UPDATE turns SET status = 'starting', started_at = ? WHERE id = ? AND status = 'queued'`, ms(w.now), r.turnID)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 1 {
-			started = true
-		}
-		return nil
-	})
-	if err != nil || !started {
-		if err != nil {
-			e.log.Error("cannot start turn", "turn", r.turnID, "err", err)
-		}
-		return
-	}
-	tr, err = e.prepare(r)
 	if err == nil {
 		err = e.j.do(e.ctx, func(w *txw) error {
-			if _, err := w.Exec(`UPDATE turns SET status = 'running' WHERE id = ?`, r.turnID); err != nil {
+			res, err := w.Exec(`UPDATE turns SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'`, ms(w.now), r.turnID)
+			if err != nil {
 				return err
 			}
-			_, err := w.Append(r.threadID, EventTurnStarted, map[string]string{"turnId": r.turnID})
+			if n, _ := res.RowsAffected(); n != 1 {
+				return nil
+			}
+			started = true
+			_, err = w.Append(r.threadID, EventTurnStarted, map[string]string{"turnId": r.turnID})
 			return err
 		})
+		if err == nil && !started {
+			return
+		}
 	}
 	if err != nil {
+		if e.ctx.Err() != nil {
+			return
+		}
 		e.finish(r, err)
 		return
 	}

@@ -3,7 +3,6 @@ package agentd
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 
 	"github.com/deepcode-dev/deepcode/shared/errs"
 )
@@ -88,7 +87,7 @@ func (a *Agentd) replay(ctx context.Context, p ReplayParams) (ReplayResult, erro
 	for rows.Next() {
 		var ev Event
 		var at int64
-		var payload string
+		var payload []byte
 		if err := rows.Scan(&ev.Sequence, &ev.Type, &at, &payload); err != nil {
 			return res, dbErr(err)
 		}
@@ -105,7 +104,7 @@ func (a *Agentd) replay(ctx context.Context, p ReplayParams) (ReplayResult, erro
 			break
 		}
 		used += size
-		ev.ThreadID, ev.At, ev.Payload = p.ThreadID, fromMS(at), json.RawMessage(payload)
+		ev.ThreadID, ev.At, ev.Payload = p.ThreadID, fromMS(at), payload
 		res.Events = append(res.Events, ev)
 		res.NextAfter = ev.Sequence
 		expect++
