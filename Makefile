@@ -3,7 +3,7 @@ GO       ?= go
 BIN      := bin
 PREFIX   ?= $(HOME)/.local
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -X github.com/deepcode-dev/deepcode/shared/buildinfo.Version=$(VERSION)
+LDFLAGS  := -s -w -X github.com/deepcode-dev/deepcode/shared/buildinfo.Version=$(VERSION)
 SERVICES := deepcode-manager deepcode-gateway deepcode-supervisor
 
 .PHONY: all build install uninstall test fmt-check vet staticcheck unit bench cross clean
