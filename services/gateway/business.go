@@ -74,7 +74,12 @@ type session struct {
 }
 
 // serve upgrades and serves one client connection.
-func (b *business) serve(w http.ResponseWriter, r *http.Request) {
+func (b *business) serve(w http.ResponseWriter, r *http.Request) { b.serveWith(w, r, nil) }
+
+// serveWith is serve with a hook run once the connection exists (browser
+// sessions track their sockets); the hook may refuse it, and returns what
+// to run when it ends.
+func (b *business) serveWith(w http.ResponseWriter, r *http.Request, attach func(*rpc.Peer) (func(), bool)) {
 	if b.conns.Add(1) > MaxConnections {
 		b.conns.Add(-1)
 		rpc.WriteHTTPError(w, errs.New(errs.Overloaded, "%d connections are open; close one and retry", MaxConnections), 0)
@@ -82,9 +87,7 @@ func (b *business) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	defer b.conns.Add(-1)
 	s := &session{b: b}
-	b.g.svc.ServePeer(w, r, rpc.HandlerFunc(s.handle), rpc.PeerOptions{
-		Executor: b.executor,
-	})
+	b.g.svc.ServePeerHook(w, r, rpc.HandlerFunc(s.handle), rpc.PeerOptions{Executor: b.executor}, attach)
 	b.unsubscribe(s)
 }
 
@@ -126,6 +129,7 @@ func (s *session) initialize(req *rpc.Request) (any, error) {
 	}
 	s.surface = p.ClientInfo.Surface
 	s.peer = req.Peer
+
 	// Subscribe before answering: a client that installs its listener, then
 	// initializes, then replays, misses no event.
 	if err := s.b.subscribe(s); err != nil {

@@ -57,12 +57,13 @@ type Gateway struct {
 	port     int
 	proxy    *httputil.ReverseProxy
 	tickets  *Tickets
+	sessions *Sessions
 	business *business
 	bg       sync.WaitGroup
 }
 
 func setup(_ context.Context, svc *service.Service) error {
-	g := &Gateway{svc: svc, tickets: NewTickets(MaxPendingTickets, TicketTTL)}
+	g := &Gateway{svc: svc, tickets: NewTickets(MaxPendingTickets, TicketTTL), sessions: NewSessions(MaxSessions, SessionTTL)}
 	ln := svc.Listeners[ListenerHTTP]
 	if ln == nil {
 		return errs.New(errs.StartFailed, "the gateway has no TCP listener")
@@ -124,6 +125,9 @@ func (g *Gateway) httpHandler() http.Handler {
 		r.Get("/control/identity", g.proxyHandler(0))
 		r.Post("/control/rpc", g.proxyHandler(rpc.DefaultMaxMessage))
 	})
+	r.Post("/auth/exchange", g.handleExchange)
+	r.Post("/auth/logout", g.handleLogout)
+	r.Get(RouteBusinessRPC, g.handleTCPBusiness)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		rpc.WriteHTTPError(w, errs.New(errs.NotFound, "no route %s %s", r.Method, r.URL.Path), 0)
 	})

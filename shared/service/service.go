@@ -513,6 +513,13 @@ func (s *Service) HandleRPC(w http.ResponseWriter, r *http.Request) {
 // ServePeer upgrades and serves one peer until it ends, tracked so that
 // shutdown closes it.
 func (s *Service) ServePeer(w http.ResponseWriter, r *http.Request, h rpc.Handler, opts rpc.PeerOptions) {
+	s.ServePeerHook(w, r, h, opts, nil)
+}
+
+// ServePeerHook is ServePeer with a hook called once the connection exists
+// and before it is served: it may refuse the connection (closed with 1008)
+// and returns what to run when the connection ends.
+func (s *Service) ServePeerHook(w http.ResponseWriter, r *http.Request, h rpc.Handler, opts rpc.PeerOptions, hook func(*rpc.Peer) (done func(), ok bool)) {
 	if s.stopping.Load() {
 		rpc.WriteHTTPError(w, errs.New(errs.ServiceUnavailable, "the %s service is stopping", s.Name), 0)
 		return
@@ -537,6 +544,14 @@ func (s *Service) ServePeer(w http.ResponseWriter, r *http.Request, h rpc.Handle
 	s.peersWG.Add(1)
 	s.peersMu.Unlock()
 	s.ActivityChanged()
+	if hook != nil {
+		done, ok := hook(p)
+		if !ok {
+			p.Close(rpc.ClosePolicy, "not authorized")
+		} else if done != nil {
+			defer done()
+		}
+	}
 	defer func() {
 		s.peersMu.Lock()
 		delete(s.peers, p)
