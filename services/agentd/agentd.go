@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/rpc"
 	"github.com/deepcode-dev/deepcode/shared/service"
 	"github.com/deepcode-dev/deepcode/shared/store"
+	"github.com/gofrs/flock"
 )
 
 // The runtime-owner lease.
@@ -31,6 +33,16 @@ const (
 	leaseTTL   = 15 * time.Second
 	leaseRenew = 5 * time.Second
 )
+
+// runtimeLockName is the runtime lock's file, in the database's discovery
+// folder. The runtime owner holds an OS lock on it for its whole life; the
+// kernel releases it however the process ends. Whoever holds it knows that
+// no other agentd of this database is alive (on this machine), so a lease
+// that still names another holder belongs to a process that is gone (a
+// crash, a SIGKILL) and is taken over at once instead of after its TTL:
+// without that, an agentd reactivated after a crash refused every write
+// and showed the crashed turns as running until the dead lease expired.
+const runtimeLockName = "agentd.lock"
 
 // Spec is agentd's service description.
 func Spec() service.Spec {
@@ -53,9 +65,10 @@ type Agentd struct {
 	e      *engine
 	holder string
 
-	lease   atomic.Pointer[store.Lease]
-	owner   atomic.Bool // holds the lease: may execute and write
-	ownerCh chan struct{}
+	lease       atomic.Pointer[store.Lease]
+	runtimeLock *flock.Flock // held by the owner; see runtimeLockName
+	owner       atomic.Bool  // holds the lease: may execute and write
+	ownerCh     chan struct{}
 
 	subsMu sync.Mutex
 	subs   map[*rpc.Peer]struct{}
@@ -75,6 +88,10 @@ func setup(ctx context.Context, svc *service.Service) error {
 		subs:    map[*rpc.Peer]struct{}{},
 	}
 	a.j = newJournal(db, a.currentLease, a.publish, a.leaseLost, svc.Log)
+	// The writer runs for the daemon's whole life, owner or not: stop
+	// closes it, and an acquire retried after a failed recovery must not
+	// start a second one. Only the owner submits ops (requireOwner).
+	go a.j.run()
 	a.e = newEngine(db, a.j, svc.Config, svc.Log, svc.ActivityChanged)
 	a.methods(svc.RPC)
 	svc.Activity = a.e.activity
@@ -86,7 +103,9 @@ func setup(ctx context.Context, svc *service.Service) error {
 
 	if err := a.acquire(ctx); err != nil {
 		if !errs.Is(err, errs.LeaseHeld) {
+			a.j.close()
 			_ = db.Close()
+			a.unlockRuntime()
 			return err
 		}
 		svc.Log.Warn("another agentd owns the runtime; serving reads and waiting for its lease", "err", err)
@@ -103,14 +122,20 @@ func (a *Agentd) currentLease() store.Lease {
 	return store.Lease{}
 }
 
-// acquire takes the runtime-owner lease, recovers, and starts executing.
+// acquire takes the runtime lock and the runtime-owner lease, recovers,
+// and starts executing.
 func (a *Agentd) acquire(ctx context.Context) error {
+	if err := a.lockRuntime(); err != nil {
+		return err
+	}
 	l, err := a.db.AcquireLease(ctx, leaseName, a.holder, leaseTTL)
+	if errs.Is(err, errs.LeaseHeld) {
+		l, err = a.takeOver(ctx)
+	}
 	if err != nil {
 		return err
 	}
 	a.lease.Store(&l)
-	go a.j.run()
 	if err := a.recover(ctx); err != nil {
 		return err
 	}
@@ -121,6 +146,61 @@ func (a *Agentd) acquire(ctx context.Context) error {
 	go a.renew()
 	a.svc.Log.Info("runtime owner", "token", l.Token)
 	return nil
+}
+
+// lockRuntime takes the runtime lock, or fails with LEASE_HELD while another
+// agentd of this database holds it.
+func (a *Agentd) lockRuntime() error {
+	if a.runtimeLock != nil {
+		return nil
+	}
+	if err := a.svc.Layout.EnsureServiceDir(); err != nil {
+		return err
+	}
+	f := flock.New(filepath.Join(a.svc.Layout.ServiceDir, runtimeLockName), flock.SetPermissions(0o600))
+	ok, err := f.TryLock()
+	if err != nil {
+		return errs.Wrap(err, errs.ServiceUnavailable, "cannot lock %s", f.Path())
+	}
+	if !ok {
+		_ = f.Close()
+		return errs.New(errs.LeaseHeld, "another agentd runs for this database (it holds %s)", f.Path())
+	}
+	a.runtimeLock = f
+	return nil
+}
+
+func (a *Agentd) unlockRuntime() {
+	if a.runtimeLock != nil {
+		_ = a.runtimeLock.Unlock()
+		a.runtimeLock = nil
+	}
+}
+
+// takeOver takes the lease from a holder that is gone: every live owner
+// holds the runtime lock, and this process holds it now. The update is a
+// compare-and-set on the holder and token read, and the fencing token
+// grows, so nothing written under the old holder's token is accepted.
+func (a *Agentd) takeOver(ctx context.Context) (store.Lease, error) {
+	old, found, err := a.db.ReadLease(ctx, leaseName)
+	if err != nil {
+		return store.Lease{}, err
+	}
+	if !found || old.Holder == "" || old.Holder == a.holder {
+		return a.db.AcquireLease(ctx, leaseName, a.holder, leaseTTL)
+	}
+	now := time.Now()
+	exp := now.Add(leaseTTL).UnixMilli()
+	res, err := a.db.SQL().ExecContext(ctx, `UPDATE leases SET holder = ?, token = token + 1, expires_at = ?, acquired_at = ?
+		WHERE name = ? AND holder = ? AND token = ?`, a.holder, exp, now.UnixMilli(), leaseName, old.Holder, old.Token)
+	if err != nil {
+		return store.Lease{}, dbErr(err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return store.Lease{}, errs.New(errs.LeaseHeld, "the runtime lease changed hands meanwhile; retrying")
+	}
+	a.svc.Log.Warn("took over the runtime lease of an agentd that is gone", "previous", old.Holder, "token", old.Token+1)
+	return store.Lease{Name: leaseName, Holder: a.holder, Token: old.Token + 1, Expires: time.UnixMilli(exp)}, nil
 }
 
 // standby retries the lease until the other owner is gone.
@@ -233,7 +313,9 @@ func (a *Agentd) stop(ctx context.Context) error {
 	if a.owner.Swap(false) {
 		_ = a.db.ReleaseLease(context.Background(), a.currentLease())
 	}
-	return a.db.Close()
+	err := a.db.Close()
+	a.unlockRuntime()
+	return err
 }
 
 // requireOwner refuses writes while another agentd owns the runtime.

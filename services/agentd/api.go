@@ -437,8 +437,12 @@ func (a *Agentd) steer(ctx context.Context, p TurnSteerParams) (TurnSteerResult,
 	if !validID("thr_", p.ThreadID) {
 		return res, errs.New(errs.NotFound, "no thread %q", p.ThreadID)
 	}
+	if p.ExpectedTurnID == "" {
+		return res, errs.New(errs.InvalidParams, "expectedTurnId is required: the id of the running turn")
+	}
 	if !validID("turn_", p.ExpectedTurnID) {
-		return res, errs.New(errs.InvalidParams, "expectedTurnId must be the id of the running turn")
+		// Like every id: a malformed or foreign one names nothing.
+		return res, errs.New(errs.NotFound, "no turn %q", p.ExpectedTurnID)
 	}
 	if err := checkMessageID(p.MessageID); err != nil {
 		return res, err

@@ -56,6 +56,24 @@ type run struct {
 	mu        sync.Mutex
 	approvals map[string]chan string // approval id → decision
 	done      chan struct{}
+	// stopCause is a cancellation asked for while the run could not be
+	// cancelled yet (it was starting); execute applies it.
+	stopCause error
+}
+
+// stop cancels the run with cause, or, while it is still starting, records
+// the cause so that it is cancelled as soon as it can be: an interrupt that
+// arrives during the start is never lost.
+func (r *run) stop(cause error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancel != nil {
+		r.cancel(cause)
+		return
+	}
+	if r.stopCause == nil {
+		r.stopCause = cause
+	}
 }
 
 func newEngine(db *store.DB, j *journal, cfg *config.Config, log *slog.Logger, changed func()) *engine {
@@ -121,7 +139,8 @@ func (e *engine) resume() {
 // schedule starts every queued turn that may start now.
 func (e *engine) schedule() error {
 	e.mu.Lock()
-	free := e.maxConcurrent - len(e.runs)
+	inflight := len(e.runs)
+	free := e.maxConcurrent - inflight
 	blocked := e.paused || e.stopping
 	e.mu.Unlock()
 	var queued int
@@ -143,7 +162,7 @@ func (e *engine) schedule() error {
 		WHERE t.status = 'queued'
 		  AND t.ordinal = (SELECT MIN(o.ordinal) FROM turns o
 		                   WHERE o.thread_id = t.thread_id AND o.status IN ('queued','starting','running','waitingApproval'))
-		ORDER BY t.created_at, t.id LIMIT ?`, free)
+		ORDER BY t.created_at, t.id LIMIT ?`, free+inflight)
 	if err != nil {
 		return err
 	}
@@ -158,23 +177,35 @@ func (e *engine) schedule() error {
 		cands = append(cands, c)
 	}
 	rows.Close()
+	// A run that is still starting leaves its turn queued in the database,
+	// and a run that just ended may still hold its thread: each in-flight
+	// run can hide one candidate, which is why free+inflight are read.
+	// Without skipping them, a candidate that is already launched took a
+	// slot of the LIMIT and a new turn waited for an unrelated turn to end.
+	launched := 0
 	for _, c := range cands {
-		e.launch(c.turn, c.thread)
+		if launched == free {
+			break
+		}
+		if e.launch(c.turn, c.thread) {
+			launched++
+		}
 	}
 	return nil
 }
 
-// launch marks a queued turn starting and runs it.
-func (e *engine) launch(turnID, threadID string) {
+// launch runs a queued turn; it reports whether it did (not when paused,
+// or when the turn or another of its thread is already in flight).
+func (e *engine) launch(turnID, threadID string) bool {
 	e.mu.Lock()
 	if e.paused || e.stopping || e.runs[turnID] != nil {
 		e.mu.Unlock()
-		return
+		return false
 	}
 	for _, r := range e.runs {
 		if r.threadID == threadID {
 			e.mu.Unlock()
-			return
+			return false
 		}
 	}
 	r := &run{turnID: turnID, threadID: threadID, steer: make(chan string, 16), approvals: map[string]chan string{}, done: make(chan struct{})}
@@ -183,6 +214,7 @@ func (e *engine) launch(turnID, threadID string) {
 	e.mu.Unlock()
 	e.changed()
 	go e.execute(r)
+	return true
 }
 
 func (e *engine) finishRun(r *run) {
@@ -231,13 +263,22 @@ func (e *engine) execute(r *run) {
 	defer cancel(nil)
 	r.mu.Lock()
 	r.cancel = cancel
+	if r.stopCause != nil {
+		cancel(r.stopCause)
+	}
 	r.mu.Unlock()
 	if t := tr.Profile.Timeout; t > 0 {
 		var stop context.CancelFunc
 		ctx, stop = context.WithTimeoutCause(ctx, t, errs.New(errs.DaemonTimeout, "the turn exceeded the profile's %s timeout", t))
 		defer stop()
 	}
-	runErr := tr.provider.Run(ctx, &tr.TurnRun)
+	var runErr error
+	if ctx.Err() == nil {
+		runErr = tr.provider.Run(ctx, &tr.TurnRun)
+	} else {
+		// Interrupted while starting: the runtime is not started at all.
+		runErr = context.Cause(ctx)
+	}
 	if runErr != nil && ctx.Err() != nil {
 		runErr = context.Cause(ctx)
 	}
@@ -304,8 +345,11 @@ func (e *engine) finish(r *run, runErr error) {
 		ee := errs.From(runErr)
 		if ee.Code == errs.Internal {
 			e.log.Error("turn failed", "turn", r.turnID, "err", runErr)
+		} else if errors.Unwrap(ee) != nil {
+			// The cause stays here, out of the turn's error.
+			e.log.Warn("turn failed", "turn", r.turnID, "code", ee.Code, "err", runErr)
 		}
-		te = &TurnError{Code: ee.Code, Message: ee.Message, Retryable: ee.Retryable}
+		te = &TurnError{Code: ee.Code, Message: ee.Message, Retryable: ee.Retryable, Data: ee.Data}
 		status = StatusFailed
 		if errors.Is(runErr, errInterrupted) || errors.Is(runErr, errCancelled) {
 			status = StatusInterrupted
@@ -321,13 +365,17 @@ func (e *engine) finish(r *run, runErr error) {
 
 // finishTurn is the transaction that ends a turn.
 func finishTurn(w *txw, threadID, turnID, status string, te *TurnError) error {
-	var code, msg any
-	var retry any
+	var code, msg, retry, data any
 	if te != nil {
 		code, msg, retry = string(te.Code), te.Message, boolInt(te.Retryable)
+		if len(te.Data) > 0 {
+			if b, err := json.Marshal(te.Data); err == nil {
+				data = string(b)
+			}
+		}
 	}
-	if _, err := w.Exec(`UPDATE turns SET status = ?, error_code = ?, error_message = ?, error_retryable = ?, finished_at = ? WHERE id = ?`,
-		status, code, msg, retry, ms(w.now), turnID); err != nil {
+	if _, err := w.Exec(`UPDATE turns SET status = ?, error_code = ?, error_message = ?, error_retryable = ?, error_data = ?, finished_at = ? WHERE id = ?`,
+		status, code, msg, retry, data, ms(w.now), turnID); err != nil {
 		return err
 	}
 	if err := settlePending(w, turnID); err != nil {
@@ -430,6 +478,7 @@ func (e *engine) interrupt(ctx context.Context, threadID, turnID string) error {
 			return nil
 		}
 	}
+	// Not cancellable (yet): a queued turn ends here, before it starts.
 	ended := false
 	err := e.j.do(ctx, func(w *txw) error {
 		res, err := w.Exec(`UPDATE turns SET status = 'interrupted', error_code = ?, error_message = ?, error_retryable = 0, finished_at = ?
@@ -452,14 +501,10 @@ func (e *engine) interrupt(ctx context.Context, threadID, turnID string) error {
 		return err
 	}
 	if !ended {
-		// It started meanwhile: interrupt the run.
+		// It is starting, or started meanwhile: interrupt the run, at once
+		// or as soon as it can be.
 		if r := e.active(turnID); r != nil {
-			r.mu.Lock()
-			cancel := r.cancel
-			r.mu.Unlock()
-			if cancel != nil {
-				cancel(errInterrupted)
-			}
+			r.stop(errInterrupted)
 		}
 	}
 	e.kick()
@@ -475,12 +520,9 @@ func (e *engine) cancelAll() {
 	}
 	e.mu.Unlock()
 	for _, r := range runs {
-		r.mu.Lock()
-		if r.cancel != nil {
-			r.cancel(errCancelled)
-		}
-		// Approval waits end with the context.
-		r.mu.Unlock()
+		// Approval waits end with the context; starting runs are
+		// cancelled as soon as they can be.
+		r.stop(errCancelled)
 	}
 }
 

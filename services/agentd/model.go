@@ -86,6 +86,9 @@ type TurnError struct {
 	Code      errs.Code `json:"code"`
 	Message   string    `json:"message"`
 	Retryable bool      `json:"retryable"`
+	// Data holds the error's extra members, e.g. a failed command's
+	// exitCode.
+	Data map[string]any `json:"data,omitempty"`
 }
 
 // Turn is the wire form of a turn.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strings"
@@ -71,7 +72,8 @@ func (execProvider) Run(ctx context.Context, t *TurnRun) error {
 	item := t.Sink.StartItem(KindCommandExecution, CommandPayload{Command: argv, Cwd: t.Workspace})
 	if err := startInGroup(cmd); err != nil {
 		t.Sink.CompleteItem(item, ItemFailed, CommandPayload{Command: argv, Cwd: t.Workspace})
-		return errs.Wrap(err, errs.ProviderUnavailable, "cannot start %s: %v", argv[0], err)
+		// The OS error is the internal cause: logged, not in the payload.
+		return errs.Wrap(err, errs.ProviderUnavailable, "cannot start %s: %s", argv[0], startProblem(err))
 	}
 	out := &tailBuffer{max: execOutputTail}
 	var wg sync.WaitGroup
@@ -124,6 +126,17 @@ func (execProvider) Run(ctx context.Context, t *TurnRun) error {
 	}
 	t.Sink.CompleteItem(item, ItemCompleted, final)
 	return nil
+}
+
+// startProblem says why a command did not start, without internals.
+func startProblem(err error) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "the program does not exist"
+	case errors.Is(err, fs.ErrPermission):
+		return "the program is not executable"
+	}
+	return "see the service log"
 }
 
 // commandLine substitutes the prompt; stdin reports that it goes to stdin.

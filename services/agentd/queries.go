@@ -106,16 +106,16 @@ func listThreads(ctx context.Context, q querier, kind, cursor string, limit int)
 }
 
 const turnColumns = `id, thread_id, ordinal, status, message_id, profile, COALESCE(model, ''), COALESCE(reasoning, ''),
-	error_code, error_message, error_retryable, COALESCE(latest_response, ''), created_at, started_at, finished_at`
+	error_code, error_message, error_retryable, error_data, COALESCE(latest_response, ''), created_at, started_at, finished_at`
 
 func scanTurn(row interface{ Scan(...any) error }) (Turn, error) {
 	var t Turn
-	var code, msg sql.NullString
+	var code, msg, data sql.NullString
 	var retry sql.NullInt64
 	var created int64
 	var started, finished sql.NullInt64
 	err := row.Scan(&t.ID, &t.ThreadID, &t.Ordinal, &t.Status, &t.MessageID, &t.Profile, &t.Model, &t.Reasoning,
-		&code, &msg, &retry, &t.Response, &created, &started, &finished)
+		&code, &msg, &retry, &data, &t.Response, &created, &started, &finished)
 	if err != nil {
 		return t, err
 	}
@@ -130,6 +130,9 @@ func scanTurn(row interface{ Scan(...any) error }) (Turn, error) {
 	}
 	if code.Valid {
 		t.Error = &TurnError{Code: errs.Code(code.String), Message: msg.String, Retryable: retry.Int64 == 1}
+		if data.Valid {
+			_ = json.Unmarshal([]byte(data.String), &t.Error.Data)
+		}
 	}
 	return t, nil
 }

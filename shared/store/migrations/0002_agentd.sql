@@ -39,6 +39,7 @@ CREATE TABLE turns (
     error_code          TEXT,
     error_message       TEXT,
     error_retryable     INTEGER,
+    error_data          TEXT,
     provider_session_id TEXT,
     latest_response     TEXT,
     created_at          INTEGER NOT NULL,
