@@ -47,3 +47,8 @@ func terminateLaunched(cmd *exec.Cmd) {
 func execSupervisor(path string, args, env []string) error {
 	return syscall.Exec(path, append([]string{path}, args...), env)
 }
+
+// terminateProcess asks pid to stop (SIGTERM), as a service manager does.
+func terminateProcess(pid int) error {
+	return syscall.Kill(pid, syscall.SIGTERM)
+}

@@ -17,3 +17,7 @@ func terminateLaunched(cmd *exec.Cmd) { _ = cmd.Process.Kill(); _ = cmd.Wait() }
 func execSupervisor(string, []string, []string) error {
 	return errs.New(errs.NotImplemented, "serve --foreground on Windows comes with the Task Scheduler supervisor")
 }
+
+func terminateProcess(int) error {
+	return errs.New(errs.NotImplemented, "stopping agentd alone is not available on Windows yet: use `deepcode service stop`")
+}

@@ -1,0 +1,211 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/deepcode-dev/deepcode/shared/api"
+	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/spf13/cobra"
+)
+
+// maxTaskBytes bounds a task read from stdin (agentd's own limit is 256 KiB;
+// reading one byte more lets it say so).
+const maxTaskBytes = 256<<10 + 1
+
+type execOptions struct {
+	detach    bool
+	trust     bool
+	workspace string
+	profile   string
+}
+
+func (a *app) execCommand() *cobra.Command {
+	var o execOptions
+	cmd := &cobra.Command{
+		Use:   "exec [flags] TASK...",
+		Short: "Run one task in the background service and follow it to its end",
+		Long: `Run one task as a turn of a new thread in the background service (started if
+needed) and follow it to its end.
+
+The task's words are joined with spaces; "-" alone reads the task from stdin.
+The default profile "shell" runs the task as a /bin/sh command line; --profile
+selects another configured profile (e.g. "script").
+
+In the foreground the output is rendered from the durable event log: agent
+messages and command stdout go to stdout, command stderr to stderr. A lost
+connection is re-established and rendering continues where it stopped:
+nothing is lost or printed twice. Approval requests are asked on the terminal
+("approve? [y/N]"); when stdin is not a terminal they are denied.
+
+Exit status: 0 when the turn completed; the command's own exit status when a
+command failed with one; 1 for other failures; 130 after Ctrl-C (which
+interrupts the turn) or when the turn was interrupted; 143 when terminated
+(SIGTERM detaches: the turn goes on).
+
+--detach prints the thread and turn ids ({"threadId","turnId"} with --json)
+and returns at once; the turn goes on in the service. With --json in the
+foreground nothing is streamed and one JSON value is printed at the end:
+{"threadId","turnId","status"} plus "error" when the turn did not complete.
+
+A workspace is refused until it is trusted: --trust grants it (recorded once,
+so later runs need no flag).`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sigs := make(chan os.Signal, 4)
+			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+			defer signal.Stop(sigs)
+			if err := a.setup(cmd, nil); err != nil {
+				return err
+			}
+			fromStdin := len(args) == 1 && args[0] == "-"
+			task, err := taskText(args, os.Stdin)
+			if err != nil {
+				return err
+			}
+			interactive := !fromStdin && isTerminal(os.Stdin.Fd())
+			return a.execRun(cmd.Context(), o, task, sigs, interactive)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.detach, "detach", false, "start the turn and return at once with its thread and turn ids")
+	f.BoolVar(&o.trust, "trust", false, "trust the workspace (an explicit grant, recorded once)")
+	f.StringVar(&o.workspace, "workspace", "", "the workspace folder (default: the current directory)")
+	f.StringVar(&o.profile, "profile", "", `the agent profile (default "shell")`)
+	f.BoolVar(&a.jsonOut, "json", false, "print one JSON value (ids with --detach, the outcome otherwise)")
+	return cmd
+}
+
+// taskText joins the arguments, or reads stdin for "-".
+func taskText(args []string, stdin io.Reader) (string, error) {
+	if len(args) == 1 && args[0] == "-" {
+		b, err := io.ReadAll(io.LimitReader(stdin, maxTaskBytes))
+		if err != nil {
+			return "", errs.Wrap(err, errs.InvalidParams, "cannot read the task from stdin")
+		}
+		if !utf8.Valid(b) {
+			return "", errs.New(errs.InvalidParams, "the task on stdin is not UTF-8 text")
+		}
+		return string(b), nil
+	}
+	return strings.Join(args, " "), nil
+}
+
+// titleOf is a thread title: the task's first line, shortened.
+func titleOf(task string) string {
+	title := strings.TrimSpace(strings.SplitN(strings.TrimSpace(task), "\n", 2)[0])
+	if len(title) > 80 {
+		cut := 80
+		for cut > 0 && !utf8.RuneStart(title[cut]) {
+			cut--
+		}
+		title = title[:cut]
+	}
+	return title
+}
+
+// pendingSignal returns a signal received so far, if any.
+func pendingSignal(sigs <-chan os.Signal) os.Signal {
+	select {
+	case s := <-sigs:
+		return s
+	default:
+		return nil
+	}
+}
+
+func (a *app) execRun(ctx context.Context, o execOptions, task string, sigs <-chan os.Signal, interactive bool) error {
+	ws, err := workspacePath(o.workspace)
+	if err != nil {
+		return err
+	}
+	if err := a.ensureRunning(ctx); err != nil {
+		if pendingSignal(sigs) != nil || ctx.Err() != nil {
+			return &exitError{code: exitInterrupted}
+		}
+		return err
+	}
+	// From here on nothing is abandoned half-way by a signal: the calls
+	// complete (bounded), and the signal is acted on once the turn exists.
+	base := context.WithoutCancel(ctx)
+	b, err := a.dialBusiness(base)
+	if err != nil {
+		return err
+	}
+	if s := pendingSignal(sigs); s != nil {
+		b.Close()
+		return &exitError{code: exitInterrupted}
+	}
+	var th struct {
+		Thread wireThread `json:"thread"`
+	}
+	params := map[string]any{"workspace": ws, "title": titleOf(task)}
+	if o.profile != "" {
+		params["profile"] = o.profile
+	}
+	if o.trust {
+		params["trust"] = true
+	}
+	if err := call(base, b, api.MethodThreadStart, params, &th); err != nil {
+		b.Close()
+		return err
+	}
+	f := &follower{
+		a: a, ctx: base, sigs: sigs, interactive: interactive, json: a.jsonOut,
+		threadID: th.Thread.ID, items: map[string]*itemState{}, pending: map[string]*pendingApproval{},
+	}
+	f.b = b
+	defer f.close()
+	turn, err := f.startTurn(newMessageID(), task)
+	if err != nil {
+		return err
+	}
+	f.turnID = turn.ID
+	if o.detach {
+		if a.jsonOut {
+			a.printJSON(map[string]string{"threadId": f.threadID, "turnId": f.turnID})
+		} else {
+			fmt.Fprintf(a.stdout, "thread %s\nturn %s\n", f.threadID, f.turnID)
+		}
+		return nil
+	}
+	return f.run()
+}
+
+// startTurn submits the task. turn/start is keyed by messageId: after a
+// lost answer the identical request is sent again with the same key, which
+// returns the turn the first one admitted instead of starting another.
+func (f *follower) startTurn(messageID, task string) (wireTurn, error) {
+	var res struct {
+		Turn wireTurn `json:"turn"`
+	}
+	params := map[string]any{"threadId": f.threadID, "messageId": messageID, "input": map[string]string{"text": task}}
+	delay, since := minReconnectDelay, time.Now()
+	for {
+		var err error
+		if f.b == nil {
+			err = f.dial()
+		}
+		if err == nil {
+			if err = call(f.ctx, f.b, api.MethodTurnStart, params, &res); err == nil {
+				return res.Turn, nil
+			}
+		}
+		if !retryable(err) || time.Since(since) > reconnectLimit {
+			return wireTurn{}, err
+		}
+		f.lost(err)
+		f.pause(delay)
+		if f.finished {
+			return wireTurn{}, f.outcome
+		}
+		delay = min(delay*2, reconnectMaxDelay)
+	}
+}

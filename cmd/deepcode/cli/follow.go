@@ -1,0 +1,590 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/api"
+	"github.com/deepcode-dev/deepcode/shared/client"
+	"github.com/deepcode-dev/deepcode/shared/errs"
+)
+
+// Bounds of following a turn: guards, not expectations.
+const (
+	// reconnectLimit is how long a lost connection is retried.
+	reconnectLimit = 2 * time.Minute
+	// The backoff between attempts.
+	minReconnectDelay = 100 * time.Millisecond
+	reconnectMaxDelay = 3 * time.Second
+	// resyncInterval is how often a quiet follower reads the log anyway.
+	resyncInterval = 5 * time.Second
+	// interruptGuard is how long Ctrl-C waits for the turn to end.
+	interruptGuard = 20 * time.Second
+)
+
+// Event types the renderer understands.
+const (
+	evItemStarted      = "item.started"
+	evItemDelta        = "item.delta"
+	evItemCompleted    = "item.completed"
+	evApprovalRequest  = "approval.requested"
+	evApprovalResolved = "approval.resolved"
+	evTurnCompleted    = "turn.completed"
+	evTurnFailed       = "turn.failed"
+	evTurnInterrupted  = "turn.interrupted"
+)
+
+// follower renders one turn from its thread's durable event log with one
+// contiguous cursor: a page of event/replay (with the head captured by the
+// first page as the cutoff of the round), then live thread.event
+// notifications that follow the cursor exactly. A gap, a dropped
+// notification or a new connection replays from the cursor, so each event
+// is applied once.
+type follower struct {
+	a           *app
+	ctx         context.Context
+	b           *client.Business
+	sigs        <-chan os.Signal
+	interactive bool
+	json        bool
+
+	threadID, turnID string
+	cursor           int64
+
+	items    map[string]*itemState // active items of the turn, by id
+	lastExit int                   // exit status of the last failed command
+
+	pending  map[string]*pendingApproval
+	order    []string // pending approval ids, oldest first
+	asking   string   // the approval the terminal is asked about
+	answers  chan string
+	eof      chan struct{}
+	reading  bool
+	stdinEOF bool
+	lostNote bool
+	healthy  bool // this connection caught up with the log
+
+	interruptWanted bool
+	interruptSent   bool
+	guard           <-chan time.Time
+
+	finished bool
+	outcome  error // what run returns once finished
+}
+
+type itemState struct {
+	kind    string
+	wrote   bool
+	endedNL bool
+}
+
+type pendingApproval struct {
+	approval wireApproval
+	decision string // "approve" or "deny" once decided
+	sent     bool
+}
+
+func (f *follower) close() {
+	if f.b != nil {
+		f.b.Close()
+		f.b = nil
+	}
+}
+
+// lost drops a broken connection, saying so once until it works again.
+func (f *follower) lost(err error) {
+	if !f.lostNote {
+		fmt.Fprintf(f.a.stderr, "deepcode: the connection to the service was lost (%s); reconnecting…\n", errs.From(err).Message)
+		f.lostNote = true
+	}
+	f.close()
+}
+
+// dial opens a new connection.
+func (f *follower) dial() error {
+	b, err := f.a.dialBusiness(f.ctx)
+	if err != nil {
+		return err
+	}
+	f.b = b
+	return nil
+}
+
+// retryable reports failures worth another connection: the connection or
+// the service behind it may come back. A protocol or credential mismatch
+// will not.
+func retryable(err error) bool {
+	if connectionError(err) {
+		return true
+	}
+	switch errs.CodeOf(err) {
+	case errs.StartTimeout, errs.LeaseHeld:
+		return true
+	}
+	return false
+}
+
+// pause waits d before the next attempt, acting on signals meanwhile.
+func (f *follower) pause(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case s := <-f.sigs:
+		f.onSignal(s)
+	case <-f.guard:
+		f.giveUpInterrupt()
+	case <-t.C:
+	}
+}
+
+// gaveUp is the error after reconnectLimit without a working connection.
+func (f *follower) gaveUp(err error) error {
+	return errs.Wrap(err, errs.ConnectionLost, "could not reconnect to the service (%s): the turn goes on without this client (thread %s, turn %s)",
+		errs.From(err).Message, f.threadID, f.turnID)
+}
+
+// run follows the turn to its end, reconnecting with bounded backoff, and
+// returns its outcome. It gives up after reconnectLimit without a
+// connection that caught up with the log.
+func (f *follower) run() error {
+	delay, since := minReconnectDelay, time.Now()
+	for !f.finished {
+		var err error
+		if f.b == nil {
+			err = f.dial()
+		}
+		if err == nil {
+			f.healthy = false
+			err = f.session()
+			if f.finished {
+				break
+			}
+			if f.healthy {
+				delay, since = minReconnectDelay, time.Now()
+			}
+		}
+		if !retryable(err) {
+			return err
+		}
+		if time.Since(since) > reconnectLimit {
+			return f.gaveUp(err)
+		}
+		f.lost(err)
+		f.pause(delay)
+		delay = min(delay*2, reconnectMaxDelay)
+	}
+	return f.outcome
+}
+
+// session follows on one connection until the turn ends or the connection
+// fails.
+func (f *follower) session() error {
+	if err := f.catchUp(); err != nil {
+		return err
+	}
+	f.healthy, f.lostNote = true, false
+	b := f.b
+	// A notification lost upstream (the gateway's own link to agentd
+	// reconnecting) leaves no trace here: check the log now and then.
+	resync := time.NewTicker(resyncInterval)
+	defer resync.Stop()
+	for !f.finished {
+		if err := f.act(); err != nil {
+			return err
+		}
+		if f.finished {
+			return nil
+		}
+		select {
+		case ev := <-b.Events():
+			if ev.ThreadID != f.threadID || ev.Sequence <= f.cursor {
+				continue
+			}
+			if ev.Sequence == f.cursor+1 {
+				f.apply(ev)
+				continue
+			}
+			if err := f.catchUp(); err != nil {
+				return err
+			}
+		case <-b.Lost():
+			if err := f.catchUp(); err != nil {
+				return err
+			}
+		case <-resync.C:
+			if err := f.catchUp(); err != nil {
+				return err
+			}
+		case <-b.Done():
+			err := b.Err()
+			if err == nil {
+				err = fmt.Errorf("closed")
+			}
+			return errs.Wrap(err, errs.ConnectionLost, "the connection closed")
+		case s := <-f.sigs:
+			f.onSignal(s)
+		case line := <-f.answers:
+			f.answered(line)
+		case <-f.eof:
+			f.eof, f.stdinEOF = nil, true
+			f.answered("")
+		case <-f.guard:
+			f.giveUpInterrupt()
+		}
+	}
+	return nil
+}
+
+// catchUp replays from the cursor to the head captured by the first page.
+func (f *follower) catchUp() error {
+	var through *int64
+	for !f.finished {
+		var res replayResult
+		err := call(f.ctx, f.b, api.MethodEventReplay, replayParams{ThreadID: f.threadID, After: f.cursor, Through: through}, &res)
+		if err != nil {
+			return err
+		}
+		before := f.cursor
+		for _, ev := range res.Events {
+			if ev.Sequence != f.cursor+1 {
+				return errs.New(errs.Internal, "event/replay of %s returned sequence %d after %d", f.threadID, ev.Sequence, f.cursor)
+			}
+			ev.ThreadID = f.threadID
+			f.apply(ev)
+			if f.finished {
+				return nil
+			}
+		}
+		if through == nil && res.HeadSequence != nil {
+			h := *res.HeadSequence
+			through = &h
+		}
+		if !res.HasMore {
+			return nil
+		}
+		if f.cursor == before {
+			return errs.New(errs.Internal, "event/replay of %s did not advance past %d", f.threadID, f.cursor)
+		}
+	}
+	return nil
+}
+
+// act does what waits on the connection: the interrupt, and answers to
+// approvals (asked once no more events are queued, so that an approval a
+// profile policy decided at once is not asked about).
+func (f *follower) act() error {
+	if f.interruptWanted && !f.interruptSent && f.turnID != "" {
+		err := call(f.ctx, f.b, api.MethodTurnInterrupt, turnRef{ThreadID: f.threadID, TurnID: f.turnID}, nil)
+		if err != nil && connectionError(err) {
+			return err
+		}
+		f.interruptSent = true // or it had already ended (CONFLICT)
+	}
+	if len(f.order) == 0 || len(f.b.Events()) > 0 {
+		return nil
+	}
+	for _, id := range append([]string(nil), f.order...) {
+		p := f.pending[id]
+		if p == nil {
+			continue
+		}
+		if p.decision == "" {
+			if !f.interactive {
+				p.decision = "deny"
+				fmt.Fprintf(f.a.stderr, "deepcode: approval requested (%s): %s — denied: not interactive (stdin is not a terminal)\n", p.approval.Kind, p.approval.Summary)
+			} else if f.asking == "" {
+				f.ask(p) // decides at once when the terminal has closed
+			}
+			if p.decision == "" {
+				continue
+			}
+		}
+		if p.sent {
+			continue
+		}
+		err := call(f.ctx, f.b, api.MethodApprovalReply, map[string]any{
+			"approvalId": p.approval.ID, "revision": p.approval.Revision, "decision": p.decision,
+		}, nil)
+		if err != nil && connectionError(err) {
+			// Resent after reconnecting only if the log still shows it
+			// pending: the revision makes a second answer fail, not repeat.
+			return err
+		}
+		p.sent = true
+		f.forget(id)
+	}
+	return nil
+}
+
+// ask prints the question and reads the answer from the terminal.
+func (f *follower) ask(p *pendingApproval) {
+	fmt.Fprintf(f.a.stderr, "deepcode: approval requested (%s): %s\napprove? [y/N] ", p.approval.Kind, p.approval.Summary)
+	if f.stdinEOF {
+		p.decision = "deny"
+		fmt.Fprintln(f.a.stderr, "(no answer: denied)")
+		return
+	}
+	f.asking = p.approval.ID
+	if f.reading {
+		return
+	}
+	f.reading = true
+	f.answers = make(chan string)
+	f.eof = make(chan struct{})
+	answers, eof := f.answers, f.eof
+	go func() {
+		// Blocks on the terminal; it ends with the process.
+		r := bufio.NewReader(os.Stdin)
+		for {
+			line, err := r.ReadString('\n')
+			if line != "" || err == nil {
+				answers <- line
+			}
+			if err != nil {
+				close(eof)
+				return
+			}
+		}
+	}()
+}
+
+func (f *follower) answered(line string) {
+	id := f.asking
+	if id == "" {
+		return
+	}
+	f.asking = ""
+	p := f.pending[id]
+	if p == nil || p.decision != "" {
+		return
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		p.decision = "approve"
+	default:
+		p.decision = "deny"
+		if f.stdinEOF {
+			fmt.Fprintln(f.a.stderr, "(no answer: denied)")
+		}
+	}
+}
+
+func (f *follower) forget(id string) {
+	delete(f.pending, id)
+	for i, x := range f.order {
+		if x == id {
+			f.order = append(f.order[:i], f.order[i+1:]...)
+			break
+		}
+	}
+}
+
+// onSignal: Ctrl-C interrupts the turn (a second one exits at once);
+// SIGTERM detaches, leaving the turn to run.
+func (f *follower) onSignal(s os.Signal) {
+	if s == syscall.SIGTERM {
+		fmt.Fprintf(f.a.stderr, "deepcode: detached; the turn goes on in the service (thread %s, turn %s)\n", f.threadID, f.turnID)
+		f.finish(&exitError{code: exitTerminated})
+		return
+	}
+	if f.interruptWanted {
+		fmt.Fprintln(f.a.stderr, "deepcode: not waiting for the turn to stop")
+		f.finish(&exitError{code: exitInterrupted})
+		return
+	}
+	f.interruptWanted = true
+	f.guard = time.After(interruptGuard)
+	if f.turnID == "" {
+		f.finish(&exitError{code: exitInterrupted})
+	}
+}
+
+func (f *follower) giveUpInterrupt() {
+	fmt.Fprintf(f.a.stderr, "deepcode: the turn has not stopped yet; it was asked to (thread %s, turn %s)\n", f.threadID, f.turnID)
+	f.finish(&exitError{code: exitInterrupted})
+}
+
+func (f *follower) finish(outcome error) {
+	f.finished = true
+	f.outcome = outcome
+}
+
+// apply renders one event and advances the cursor past it.
+func (f *follower) apply(ev client.Event) {
+	f.cursor = ev.Sequence
+	if f.finished {
+		return
+	}
+	switch ev.Type {
+	case evItemStarted:
+		var p struct {
+			Item wireItem `json:"item"`
+		}
+		if json.Unmarshal(ev.Payload, &p) == nil && p.Item.TurnID == f.turnID {
+			f.items[p.Item.ID] = &itemState{kind: p.Item.Kind, endedNL: true}
+		}
+	case evItemDelta:
+		var p struct {
+			TurnID string `json:"turnId"`
+			ItemID string `json:"itemId"`
+			Delta  struct {
+				Text   string `json:"text"`
+				Stream string `json:"stream"`
+			} `json:"delta"`
+		}
+		if json.Unmarshal(ev.Payload, &p) != nil || p.TurnID != f.turnID {
+			return
+		}
+		st := f.items[p.ItemID]
+		if st == nil {
+			st = &itemState{endedNL: true}
+			f.items[p.ItemID] = st
+		}
+		w := f.a.stdout
+		if p.Delta.Stream == "stderr" {
+			w = f.a.stderr
+		}
+		f.write(st, w, p.Delta.Text)
+	case evItemCompleted:
+		var p struct {
+			Item wireItem `json:"item"`
+		}
+		if json.Unmarshal(ev.Payload, &p) != nil || p.Item.TurnID != f.turnID {
+			return
+		}
+		st := f.items[p.Item.ID]
+		delete(f.items, p.Item.ID)
+		if st == nil {
+			st = &itemState{kind: p.Item.Kind, endedNL: true}
+		}
+		f.completed(st, p.Item)
+	case evApprovalRequest:
+		var p struct {
+			Approval wireApproval `json:"approval"`
+		}
+		if json.Unmarshal(ev.Payload, &p) == nil && p.Approval.TurnID == f.turnID && p.Approval.Status == "pending" {
+			if f.pending[p.Approval.ID] == nil {
+				f.pending[p.Approval.ID] = &pendingApproval{approval: p.Approval}
+				f.order = append(f.order, p.Approval.ID)
+			}
+		}
+	case evApprovalResolved:
+		var p struct {
+			ApprovalID string `json:"approvalId"`
+			Decision   string `json:"decision"`
+		}
+		if json.Unmarshal(ev.Payload, &p) != nil {
+			return
+		}
+		if f.asking == p.ApprovalID {
+			f.asking = ""
+			fmt.Fprintf(f.a.stderr, "\n(answered elsewhere: %s)\n", p.Decision)
+		}
+		f.forget(p.ApprovalID)
+	case evTurnCompleted, evTurnFailed, evTurnInterrupted:
+		var p struct {
+			Turn wireTurn `json:"turn"`
+		}
+		if json.Unmarshal(ev.Payload, &p) == nil && p.Turn.ID == f.turnID {
+			f.ended(p.Turn)
+		}
+	}
+}
+
+// write renders output of an item; json mode renders nothing.
+func (f *follower) write(st *itemState, w io.Writer, text string) {
+	if f.json || text == "" {
+		return
+	}
+	_, _ = io.WriteString(w, text)
+	st.wrote = true
+	st.endedNL = strings.HasSuffix(text, "\n")
+}
+
+func (f *follower) completed(st *itemState, it wireItem) {
+	switch it.Kind {
+	case "agentMessage":
+		if !st.wrote {
+			var p struct {
+				Text string `json:"text"`
+			}
+			_ = json.Unmarshal(it.Payload, &p)
+			f.write(st, f.a.stdout, p.Text)
+		}
+		if st.wrote && !st.endedNL {
+			f.write(st, f.a.stdout, "\n")
+		}
+	case "commandExecution":
+		var p struct {
+			ExitCode *int `json:"exitCode"`
+		}
+		if json.Unmarshal(it.Payload, &p) == nil && p.ExitCode != nil && *p.ExitCode != 0 {
+			f.lastExit = *p.ExitCode
+		}
+	case "fileChange":
+		var p struct {
+			Path   string `json:"path"`
+			Action string `json:"action"`
+		}
+		if !f.json && json.Unmarshal(it.Payload, &p) == nil && p.Path != "" {
+			verb := p.Action
+			if it.Status != "completed" {
+				verb += " failed"
+			}
+			fmt.Fprintf(f.a.stderr, "deepcode: %s %s\n", verb, p.Path)
+		}
+	}
+}
+
+// ended records the turn's outcome: its exit status and its error.
+func (f *follower) ended(t wireTurn) {
+	code := exitOK
+	switch t.Status {
+	case "failed":
+		code = exitFailure
+		if t.Error != nil && t.Error.Code == errs.TaskFailed {
+			n, ok := t.Error.exitCode()
+			if !ok {
+				n = f.lastExit
+			}
+			if n > 0 && n < 256 {
+				code = n
+			}
+		}
+	case "interrupted":
+		code = exitFailure
+		if t.Error == nil || t.Error.Code == errs.ProviderCancelled {
+			code = exitInterrupted
+		}
+	}
+	if f.interruptWanted {
+		code = exitInterrupted
+	}
+	if f.json {
+		out := struct {
+			ThreadID string     `json:"threadId"`
+			TurnID   string     `json:"turnId"`
+			Status   string     `json:"status"`
+			Error    *errs.Wire `json:"error,omitempty"`
+		}{ThreadID: f.threadID, TurnID: f.turnID, Status: t.Status}
+		if t.Error != nil && t.Status != "completed" {
+			w := t.Error.err().ToWire()
+			out.Error = &w
+		}
+		f.a.printJSON(out)
+	} else if t.Error != nil && t.Status != "completed" {
+		f.a.printError(t.Error.err())
+	}
+	if code == exitOK {
+		f.finish(nil)
+		return
+	}
+	f.finish(&exitError{code: code})
+}
