@@ -1,0 +1,152 @@
+// Package termhost is deepcode-termhost: PTY terminals owned by the service
+// rather than by the client that opened them. Every terminal belongs to a
+// thread and runs in that thread's trusted workspace; its output is kept in
+// a bounded window (256 KiB of decoded text) that a reconnecting client
+// reads back by byte offset. Terminals and windows live in memory only:
+// after a restart or an eviction an old id is NOT_FOUND, and nothing is
+// restarted or made up.
+package termhost
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/activation"
+	"github.com/deepcode-dev/deepcode/shared/api"
+	"github.com/deepcode-dev/deepcode/shared/buildinfo"
+	"github.com/deepcode-dev/deepcode/shared/config"
+	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/paths"
+	"github.com/deepcode-dev/deepcode/shared/rpc"
+	"github.com/deepcode-dev/deepcode/shared/service"
+	"github.com/deepcode-dev/deepcode/shared/store"
+)
+
+// Spec is termhost's service description: on demand on termhost.sock, it
+// exits after termhost.idle_timeout with no connection and no running
+// terminal (exited windows do not keep it up).
+func Spec() service.Spec {
+	return service.Spec{
+		Name: "termhost",
+		Sockets: func(l *paths.Layout, _ *config.Config) []activation.Spec {
+			return []activation.Spec{{Name: "termhost", Kind: activation.Unix, Path: l.Socket(paths.TermhostSocket)}}
+		},
+		IdleTimeout: func(cfg *config.Config) time.Duration { return cfg.Termhost.IdleTimeout },
+		Setup:       setup,
+	}
+}
+
+// gcPercent is termhost's GOGC unless the environment sets one.
+const gcPercent = 50
+
+// Termhost is the running service.
+type Termhost struct {
+	svc *service.Service
+	db  *store.DB
+	reg *registry
+	pub *publisher
+}
+
+func setup(ctx context.Context, svc *service.Service) error {
+	db, err := store.Open(ctx, svc.Layout.Database)
+	if err != nil {
+		return err
+	}
+	if os.Getenv("GOGC") == "" {
+		// The windows live outside the Go heap; what is left is small and
+		// mostly transient (pages and notifications being encoded), so a
+		// lower collection goal keeps the resident size near the windows
+		// themselves at a negligible cost in collections.
+		debug.SetGCPercent(gcPercent)
+	}
+	pub := newPublisher()
+	h := &Termhost{svc: svc, db: db, pub: pub}
+	h.reg = newRegistry(svc.Log, svc.Config.Termhost.MaxLive, svc.Config.Termhost.MaxExited, svc.ActivityChanged, pub)
+	go pub.run()
+	h.methods(svc.RPC)
+	// Running terminals are activity (drain waits for them, idle exit does
+	// not happen); exited windows are not.
+	svc.Activity = func() service.Activity { return service.Activity{Terminals: h.reg.liveCount()} }
+	svc.DrainAllowed = api.DrainAllowed
+	svc.Cancel = func(context.Context) error { h.reg.terminateAll(); return nil }
+	svc.Stop = h.stop
+	return nil
+}
+
+// stop terminates the terminals, waits for their readers, then closes the
+// publisher and the database.
+func (h *Termhost) stop(ctx context.Context) error {
+	if !h.reg.close(ctx.Done()) {
+		h.svc.Log.Warn("terminals did not finish before the stop deadline")
+	}
+	h.pub.close()
+	return h.db.Close()
+}
+
+func (h *Termhost) methods(mux *rpc.Mux) {
+	mux.HandleFunc(api.MethodInitialize, h.initialize)
+	mux.Handle(api.MethodTerminalCreate, rpc.Method(h.create))
+	mux.Handle(api.MethodTerminalInput, rpc.Method(h.input))
+	mux.Handle(api.MethodTerminalResize, rpc.Method(h.resize))
+	mux.Handle(api.MethodTerminalClose, rpc.Method(h.close))
+	mux.Handle(api.MethodTerminalList, rpc.Method(h.list))
+	mux.Handle(api.MethodTerminalRead, rpc.Method(h.read))
+}
+
+// initialize checks the protocol version and subscribes the connection to
+// terminal.output and terminal.exit of every terminal before it answers.
+func (h *Termhost) initialize(_ context.Context, req *rpc.Request) (any, error) {
+	var p api.InitializeParams
+	if err := rpc.BindParams(req.Params, &p); err != nil {
+		return nil, err
+	}
+	if p.ProtocolVersion != buildinfo.ProtocolVersion {
+		return nil, errs.New(errs.ProtocolMismatch, "this service speaks protocol %s, not %q", buildinfo.ProtocolVersion, p.ProtocolVersion)
+	}
+	h.pub.subscribe(req.Peer)
+	return api.InitializeResult{ProtocolVersion: buildinfo.ProtocolVersion, Capabilities: api.Capabilities{RequestRetry: api.RequestRetry}}, nil
+}
+
+// workspace is the thread's workspace, which must be trusted. The threads
+// and workspaces tables are agentd's: termhost only reads them.
+func (h *Termhost) workspace(ctx context.Context, threadID string) (string, error) {
+	if !validID(threadPrefix, threadID) {
+		return "", errs.New(errs.NotFound, "no thread %q", threadID)
+	}
+	var ws string
+	var trusted int
+	err := h.db.SQL().QueryRowContext(ctx, `SELECT t.workspace, w.trusted FROM threads t JOIN workspaces w ON w.path = t.workspace WHERE t.id = ?`, threadID).Scan(&ws, &trusted)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", errs.New(errs.NotFound, "no thread %q", threadID)
+	}
+	if err != nil {
+		return "", errs.Wrap(err, errs.ServiceUnavailable, "the database is not available right now")
+	}
+	if trusted != 1 {
+		return "", errs.New(errs.WorkspaceUntrusted, "workspace %s is not trusted: trust it (--trust) before opening a terminal there", ws)
+	}
+	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
+		return "", errs.New(errs.NotFound, "workspace %s no longer exists", ws)
+	}
+	return ws, nil
+}
+
+// threadExists checks a thread id against agentd's table.
+func (h *Termhost) threadExists(ctx context.Context, threadID string) error {
+	if !validID(threadPrefix, threadID) {
+		return errs.New(errs.NotFound, "no thread %q", threadID)
+	}
+	var one int
+	err := h.db.SQL().QueryRowContext(ctx, `SELECT 1 FROM threads WHERE id = ?`, threadID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errs.New(errs.NotFound, "no thread %q", threadID)
+	}
+	if err != nil {
+		return errs.Wrap(err, errs.ServiceUnavailable, "the database is not available right now")
+	}
+	return nil
+}
