@@ -4,15 +4,20 @@ BIN      := bin
 PREFIX   ?= $(HOME)/.local
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/deepcode-dev/deepcode/shared/buildinfo.Version=$(VERSION)
-SERVICES := deepcode-manager deepcode-gateway deepcode-supervisor
+SERVICES := deepcode-manager deepcode-gateway deepcode-supervisor deepcode-agentd deepcode-termhost deepcode-scheduler
 
-.PHONY: all build install uninstall test fmt-check vet staticcheck unit bench cross clean
+.PHONY: all build install uninstall test fmt-check vet staticcheck unit bench cross clean web
 
 all: build
 
 ## build: every binary into bin/
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
+
+## web: rebuild the web client (services/gateway/web/dist, committed and
+## embedded by the gateway) reproducibly from the pinned npm packages
+web:
+	cd services/gateway/web && npm ci --ignore-scripts --no-audit --no-fund && npm run build
 
 ## install: deepcode into $(PREFIX)/bin, the services into $(PREFIX)/libexec/deepcode
 install: build

@@ -47,6 +47,9 @@ type kitKey struct{}
 //	waitstatus [args...]   poll `deepcode service status args...` until it exits 0
 //	waitfile FILE RE       poll until FILE exists and its content matches RE
 //	noprocs                no process with this script's DEEPCODE_HOME is alive
+//	waitjson PATH VALUE prog args...
+//	                       run prog until it exits 0 with VALUE at PATH in the JSON on stdout
+//	prefix VAR N VALUE     set $VAR to the first N bytes of VALUE
 func TestScripts(t *testing.T) {
 	bin := testkit.Binaries(t)
 	testscript.Run(t, testscript.Params{
@@ -98,6 +101,8 @@ func TestScripts(t *testing.T) {
 			"waitstatus": cmdWaitstatus,
 			"waitfile":   cmdWaitfile,
 			"noprocs":    cmdNoprocs,
+			"waitjson":   cmdWaitjson,
+			"prefix":     cmdPrefix,
 		},
 	})
 }
@@ -336,4 +341,60 @@ func describe(pids []int) string {
 		parts = append(parts, fmt.Sprintf("%d (%s)", pid, bytes.TrimSpace(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// cmdWaitjson polls a command that prints JSON until the value at PATH is
+// VALUE, for state that the service reaches in the background (a detached
+// turn ending). Its stdout and stderr are those of the last run.
+func cmdWaitjson(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "waitjson")
+	if len(args) < 3 {
+		ts.Fatalf("usage: waitjson PATH VALUE prog [args...]")
+	}
+	deadline := time.Now().Add(waitGuard)
+	for {
+		code := exitCode(ts, args[2], args[3:]...)
+		got := ""
+		if code == 0 {
+			var v any
+			if json.Unmarshal([]byte(ts.ReadFile("stdout")), &v) == nil {
+				if x, ok := lookup(v, args[0]); ok {
+					got = jsonText(x)
+				}
+			}
+			if got == args[1] {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("%s still exits %d with %s = %q after %s, want %q", args[2], code, args[0], got, waitGuard, args[1])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// lookup is the value at a dotted path of object keys.
+func lookup(v any, path string) (any, bool) {
+	for _, k := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[k]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+func cmdPrefix(ts *testscript.TestScript, neg bool, args []string) {
+	noNeg(ts, neg, "prefix")
+	if len(args) != 3 {
+		ts.Fatalf("usage: prefix VAR N VALUE")
+	}
+	n, err := strconv.Atoi(args[1])
+	if err != nil || n < 0 || n > len(args[2]) {
+		ts.Fatalf("prefix: bad length %q for %q", args[1], args[2])
+	}
+	ts.Setenv(args[0], args[2][:n])
 }

@@ -89,6 +89,24 @@ func (g *Gateway) handleLogout(w http.ResponseWriter, r *http.Request) {
 	service.WriteJSON(w, http.StatusOK, map[string]any{"loggedOut": true})
 }
 
+// handleSession tells this service's own page whether its session cookie
+// is still valid (200) or not (401): a refused WebSocket upgrade looks like
+// any network failure to a page, and after a restart (sessions live in
+// memory only) the page must ask for a new link instead of retrying.
+func (g *Gateway) handleSession(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	if !g.exactOrigin(r) {
+		rpc.WriteHTTPError(w, errs.New(errs.OriginRejected, "the session check is only accepted from this service's own page"), 0)
+		return
+	}
+	c, err := r.Cookie(SessionCookie)
+	if err != nil || !g.sessions.valid(c.Value) {
+		rpc.WriteHTTPError(w, errs.New(errs.Unauthorized, "no browser session: open the link from `deepcode web` again"), 0)
+		return
+	}
+	service.WriteJSON(w, http.StatusOK, map[string]any{"valid": true})
+}
+
 // handleTCPBusiness authenticates a business WebSocket on the TCP port:
 // a browser (it sends Origin) needs its session cookie and the exact
 // service origin, whatever Authorization it sends; a native client (no

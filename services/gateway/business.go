@@ -109,6 +109,9 @@ func (s *session) handle(ctx context.Context, req *rpc.Request) (any, error) {
 	if s.b.g.svc.Draining() && !api.DrainAllowed(req.Method) {
 		return nil, errs.New(errs.ServiceDraining, "the service is draining: new work is paused until it resumes")
 	}
+	if sock == paths.TermhostSocket {
+		s.b.events.useTerminals(ctx) // subscribe to terminal output first (events.go)
+	}
 	var out json.RawMessage
 	if err := s.b.backends[sock].call(ctx, req.Method, req.Params, &out); err != nil {
 		return nil, err
@@ -141,10 +144,11 @@ func (s *session) initialize(req *rpc.Request) (any, error) {
 		ProtocolVersion: buildinfo.ProtocolVersion,
 		Capabilities:    api.Capabilities{RequestRetry: api.RequestRetry},
 		ServiceInfo: &api.ServiceInfo{
-			InstanceID:    s.b.g.svc.InstanceID(),
-			SchemaVersion: s.b.g.svc.SchemaVersion(),
-			Transport:     "websocket",
-			ShutdownScope: "connection",
+			InstanceID:      s.b.g.svc.InstanceID(),
+			SchemaVersion:   s.b.g.svc.SchemaVersion(),
+			Transport:       "websocket",
+			ShutdownScope:   "connection",
+			FrontendBuildID: FrontendBuildID,
 		},
 	}, nil
 }

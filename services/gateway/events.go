@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/deepcode-dev/deepcode/shared/api"
@@ -10,24 +11,108 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/rpc"
 )
 
-// eventLink is the gateway's one subscription to agentd's durable events,
-// held only while some client is subscribed (so agentd can exit when
-// idle), and fanned out to every subscribed client. Events committed while
-// it is down are recovered by clients with event/replay.
+// Notifications the gateway forwards from the services to its clients.
+const (
+	notifyTerminalOutput = "terminal.output"
+	notifyTerminalExit   = "terminal.exit"
+)
+
+// eventLink is the gateway's subscriptions to the services' notifications,
+// fanned out to every subscribed client. It holds at most one connection
+// per service, and only while some client is subscribed, so the on-demand
+// services can exit when idle:
+//
+//   - agentd (thread.event) whenever a client is subscribed. Events
+//     committed while it is down are recovered with event/replay.
+//   - termhost (terminal.output, terminal.exit) only once a subscribed
+//     client has used a terminal/ method, because connecting starts
+//     termhost (socket activation) and keeps it from exiting when idle. The
+//     first terminal/ call waits for that subscription before it is
+//     forwarded, so a client that lists or reads after it misses no output
+//     hint; terminal output itself is recovered with terminal/read.
 type eventLink struct {
-	b      *business
-	wantCh chan bool
-	upMu   chan struct{} // a 1-slot mutex guarding up
-	up     chan struct{} // closed while connected
+	b        *business
+	agentd   *serviceLink
+	termhost *serviceLink
+
+	mu        sync.Mutex
+	clients   bool // some client is subscribed
+	terminals bool // and one has used terminal/ since
 }
 
 func newEventLink(b *business) *eventLink {
-	l := &eventLink{b: b, wantCh: make(chan bool, 1), upMu: make(chan struct{}, 1), up: make(chan struct{})}
-	return l
+	return &eventLink{
+		b:        b,
+		agentd:   newServiceLink(b, paths.AgentdSocket, api.NotifyThreadEvent),
+		termhost: newServiceLink(b, paths.TermhostSocket, notifyTerminalOutput, notifyTerminalExit),
+	}
 }
 
-// want tells the link whether clients need it.
+// want tells the links whether clients need them.
 func (l *eventLink) want(on bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.clients = on
+	if !on {
+		l.terminals = false
+	}
+	l.agentd.want(on)
+	l.termhost.want(on && l.terminals)
+}
+
+// waitUp waits (bounded) for agentd's subscription, so that initialize
+// answers after it reaches agentd.
+func (l *eventLink) waitUp(ctx context.Context) error {
+	l.agentd.waitUp(ctx, false)
+	return nil
+}
+
+// useTerminals is called before a terminal/ call is forwarded: the first
+// one subscribes to termhost and waits (bounded, and no longer than one
+// connection attempt) for the subscription.
+func (l *eventLink) useTerminals(ctx context.Context) {
+	l.mu.Lock()
+	first := l.clients && !l.terminals
+	if first {
+		l.terminals = true
+		l.termhost.want(true)
+	}
+	l.mu.Unlock()
+	if first {
+		l.termhost.waitUp(ctx, true)
+	}
+}
+
+// run keeps the links connected while they are wanted, until ctx ends.
+func (l *eventLink) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, sl := range []*serviceLink{l.agentd, l.termhost} {
+		wg.Add(1)
+		go func() { defer wg.Done(); sl.run(ctx) }()
+	}
+	wg.Wait()
+}
+
+// serviceLink is one subscription: a connection to a service's socket,
+// initialized (which subscribes it), whose notifications of the given
+// methods are forwarded to every subscribed client.
+type serviceLink struct {
+	b       *business
+	sock    string
+	methods []string
+	wantCh  chan bool
+
+	mu     sync.Mutex
+	up     bool
+	change chan struct{} // closed and replaced when up changes or an attempt fails
+}
+
+func newServiceLink(b *business, sock string, methods ...string) *serviceLink {
+	return &serviceLink{b: b, sock: sock, methods: methods, wantCh: make(chan bool, 1), change: make(chan struct{})}
+}
+
+// want records the latest wish; the run loop acts on it.
+func (l *serviceLink) want(on bool) {
 	select {
 	case <-l.wantCh:
 	default:
@@ -35,43 +120,48 @@ func (l *eventLink) want(on bool) {
 	l.wantCh <- on
 }
 
-func (l *eventLink) currentUp() chan struct{} {
-	l.upMu <- struct{}{}
-	defer func() { <-l.upMu }()
-	return l.up
+func (l *serviceLink) signal(up bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.up = up
+	close(l.change)
+	l.change = make(chan struct{})
 }
 
-func (l *eventLink) setUp(connected bool) {
-	l.upMu <- struct{}{}
-	defer func() { <-l.upMu }()
-	select {
-	case <-l.up:
-		if !connected {
-			l.up = make(chan struct{})
-		}
-	default:
-		if connected {
-			close(l.up)
-		}
-	}
+func (l *serviceLink) state() (bool, chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.up, l.change
 }
 
-// waitUp waits (bounded) for the link, so that initialize answers after the
-// subscription reaches agentd.
-func (l *eventLink) waitUp(ctx context.Context) error {
+// waitUp waits for the subscription, at most 10 s; with failFast it also
+// returns when a connection attempt fails (the service is not installed or
+// not starting: the call that follows reports it).
+func (l *serviceLink) waitUp(ctx context.Context, failFast bool) {
 	t := time.NewTimer(10 * time.Second)
 	defer t.Stop()
-	select {
-	case <-l.currentUp():
-	case <-t.C:
-		l.b.g.svc.Log.Warn("agentd's event stream is not connected yet; clients recover missed events with event/replay")
-	case <-ctx.Done():
+	for {
+		up, changed := l.state()
+		if up {
+			return
+		}
+		select {
+		case <-changed:
+			if up, _ := l.state(); !up && failFast {
+				return
+			}
+		case <-t.C:
+			l.b.g.svc.Log.Warn("a service's notification stream is not connected yet; clients recover what they miss by reading state",
+				"socket", l.sock)
+			return
+		case <-ctx.Done():
+			return
+		}
 	}
-	return nil
 }
 
 // run keeps the link connected while it is wanted, until ctx ends.
-func (l *eventLink) run(ctx context.Context) {
+func (l *serviceLink) run(ctx context.Context) {
 	wanted := false
 	backoff := 50 * time.Millisecond
 	for {
@@ -92,7 +182,8 @@ func (l *eventLink) run(ctx context.Context) {
 			continue
 		}
 		if err != nil {
-			l.b.g.svc.Log.Debug("agentd event link down; retrying", "err", err, "in", backoff)
+			l.signal(false) // wakes failFast waiters
+			l.b.g.svc.Log.Debug("notification link down; retrying", "socket", l.sock, "err", err, "in", backoff)
 		}
 		select {
 		case <-ctx.Done():
@@ -104,13 +195,12 @@ func (l *eventLink) run(ctx context.Context) {
 	}
 }
 
-func (l *eventLink) session(ctx context.Context, wanted *bool) error {
-	conn, err := rpc.Dial(ctx, rpc.DialOptions{Network: "unix", Address: l.b.g.svc.Layout.Socket(paths.AgentdSocket), Path: "/rpc", Timeout: 30 * time.Second})
+func (l *serviceLink) session(ctx context.Context, wanted *bool) error {
+	conn, err := rpc.Dial(ctx, rpc.DialOptions{Network: "unix", Address: l.b.g.svc.Layout.Socket(l.sock), Path: "/rpc", Timeout: 30 * time.Second})
 	if err != nil {
 		return err
 	}
-	mux := rpc.NewMux()
-	mux.HandleFunc(api.NotifyThreadEvent, func(_ context.Context, req *rpc.Request) (any, error) {
+	forward := func(_ context.Context, req *rpc.Request) (any, error) {
 		msg, err := rpc.NewNotification(req.Method, req.Params)
 		if err != nil {
 			return nil, err
@@ -121,15 +211,22 @@ func (l *eventLink) session(ctx context.Context, wanted *bool) error {
 		}
 		l.b.fanout(b)
 		return nil, nil
-	})
+	}
+	mux := rpc.NewMux()
+	for _, m := range l.methods {
+		mux.HandleFunc(m, forward)
+	}
 	peer := rpc.NewPeer(conn, rpc.PeerOptions{Handler: mux, Logger: l.b.g.svc.Log,
-		// A burst of events must not overflow the internal link: the
-		// clients' own queues bound what they are sent.
+		// A burst of notifications must not overflow the internal link:
+		// the clients' own queues bound what they are sent.
 		InboundFrames: 1 << 16, InboundBytes: 64 << 20})
 	done := make(chan struct{})
 	go func() { defer close(done); _ = peer.Run() }()
+	connected := false
 	defer func() {
-		l.setUp(false)
+		if connected {
+			l.signal(false)
+		}
 		peer.Close(rpc.CloseNormal, "unsubscribed")
 		<-done
 	}()
@@ -142,7 +239,8 @@ func (l *eventLink) session(ctx context.Context, wanted *bool) error {
 	if err != nil {
 		return err
 	}
-	l.setUp(true)
+	connected = true
+	l.signal(true)
 	for {
 		select {
 		case <-ctx.Done():

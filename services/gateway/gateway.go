@@ -127,7 +127,9 @@ func (g *Gateway) httpHandler() http.Handler {
 	})
 	r.Post("/auth/exchange", g.handleExchange)
 	r.Post("/auth/logout", g.handleLogout)
+	r.Post("/auth/session", g.handleSession)
 	r.Get(RouteBusinessRPC, g.handleTCPBusiness)
+	g.webRoutes(r)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		rpc.WriteHTTPError(w, errs.New(errs.NotFound, "no route %s %s", r.Method, r.URL.Path), 0)
 	})

@@ -178,7 +178,7 @@ func TestFrontDoor(t *testing.T) {
 		t.Parallel()
 		tcp := in.TCP()
 		c := tcp.Client(t)
-		for _, path := range []string{"/", "/nope", "/internal/rpc", "/control", "/health", "/health/live/x", "/index.html"} {
+		for _, path := range []string{"/nope", "/internal/rpc", "/control", "/health", "/health/live/x", "/index.html"} {
 			r := tcp.Do(t, c, http.MethodGet, path, nil, nil)
 			if r.Status != http.StatusNotFound || r.ErrorCode() != "NOT_FOUND" {
 				t.Errorf("GET %s: %s", path, r)

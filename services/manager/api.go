@@ -122,7 +122,10 @@ func (m *Manager) handleInternal(w http.ResponseWriter, r *http.Request) {
 		m.updateActivity(req.Peer, p)
 		return nil, nil
 	}))
-	m.svc.ServePeer(w, r, mux, rpc.PeerOptions{})
+	// The peers are deepcode's own services (same user, checked): their
+	// activity reports may come in bursts, so the input queue is deeper
+	// than a client's.
+	m.svc.ServePeer(w, r, mux, rpc.PeerOptions{InboundFrames: 4096, InboundBytes: 16 << 20})
 }
 
 func (m *Manager) status() mgmt.Status {

@@ -32,7 +32,10 @@ const (
 	MethodTerminalList   = "terminal/list"
 	MethodTerminalRead   = "terminal/read"
 
-	MethodAutomationRun = "automation/run"
+	MethodAutomationRun  = "automation/run"
+	MethodAutomationList = "automation/list"
+	MethodAutomationRead = "automation/read"
+	MethodAutomationRuns = "automation/runs"
 )
 
 // Notifications.
@@ -52,16 +55,19 @@ const (
 // nothing is inferred from names. Safe methods may be repeated; keyed ones
 // only with their original non-empty key and the same request.
 var RequestRetry = map[string]string{
-	MethodThreadList:    RetrySafe,
-	MethodThreadRead:    RetrySafe,
-	MethodTurnRead:      RetrySafe,
-	MethodTurnInputRead: RetrySafe,
-	MethodEventReplay:   RetrySafe,
-	MethodApprovalList:  RetrySafe,
-	MethodAgentShow:     RetrySafe,
-	MethodAgentList:     RetrySafe,
-	MethodTerminalList:  RetrySafe,
-	MethodTerminalRead:  RetrySafe,
+	MethodThreadList:     RetrySafe,
+	MethodThreadRead:     RetrySafe,
+	MethodTurnRead:       RetrySafe,
+	MethodTurnInputRead:  RetrySafe,
+	MethodEventReplay:    RetrySafe,
+	MethodApprovalList:   RetrySafe,
+	MethodAgentShow:      RetrySafe,
+	MethodAgentList:      RetrySafe,
+	MethodTerminalList:   RetrySafe,
+	MethodTerminalRead:   RetrySafe,
+	MethodAutomationList: RetrySafe,
+	MethodAutomationRead: RetrySafe,
+	MethodAutomationRuns: RetrySafe,
 
 	MethodTurnStart:     RetryKeyed,
 	MethodTurnEnqueue:   RetryKeyed,
@@ -107,6 +113,9 @@ type ServiceInfo struct {
 	SchemaVersion int    `json:"schemaVersion"`
 	Transport     string `json:"transport"`
 	ShutdownScope string `json:"shutdownScope"`
+	// FrontendBuildID identifies the packaged web client the gateway
+	// serves; the page checks it against its own before normal use.
+	FrontendBuildID string `json:"frontendBuildId,omitempty"`
 }
 
 // InitializeResult answers initialize.

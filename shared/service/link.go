@@ -21,6 +21,7 @@ const (
 	InternalRPCPath    = "/internal/rpc"
 	linkBackoffInitial = 50 * time.Millisecond
 	linkBackoffMax     = 5 * time.Second
+	reportInterval     = 10 * time.Millisecond
 )
 
 // RegisterParams is what a service tells the manager when it connects.
@@ -172,6 +173,13 @@ func (l *link) session(ctx context.Context) (registered bool, err error) {
 			return true, peer.Err()
 		case <-l.wakeCh:
 			peer.Notify(NotifyActivity, l.svc.activityReport())
+			// Coalesce bursts (every RPC handler changes activity): at most
+			// one report per interval; the next one carries the latest state.
+			select {
+			case <-ctx.Done():
+			case <-peer.Done():
+			case <-time.After(reportInterval):
+			}
 		}
 	}
 }

@@ -28,6 +28,9 @@ const (
 	exitFailure    = 1
 	exitUsage      = 2
 	exitNotRunning = 3 // service status, as systemctl status does
+	// After Ctrl-C and termination, as shells report them.
+	exitInterrupted = 130 // 128 + SIGINT
+	exitTerminated  = 143 // 128 + SIGTERM
 )
 
 // exitError carries an exit status through cobra.
@@ -48,8 +51,11 @@ type app struct {
 	stdout, stderr io.Writer
 	database       string
 	jsonOut        bool
-	layout         *paths.Layout
-	cfg            *config.Config
+	// quiet silences progress messages (commands that start the service
+	// on the way, such as exec and agents).
+	quiet  bool
+	layout *paths.Layout
+	cfg    *config.Config
 }
 
 // Main runs the CLI and returns its exit status.
@@ -107,7 +113,8 @@ func (a *app) rootCommand() *cobra.Command {
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVar(&a.database, "database", "", "database file of the instance to address (default $DEEPCODE_HOME/state/deepcode.sqlite3)")
-	root.AddCommand(a.serviceCommand(), a.serveCommand())
+	root.AddCommand(a.serviceCommand(), a.serveCommand(), a.execCommand(), a.agentsCommand(), a.webCommand())
+	root.AddCommand(a.automationsCommand())
 	return root
 }
 
@@ -150,6 +157,9 @@ func (a *app) printJSON(v any) {
 // progress prints msg on stderr if the returned stop is not called within a
 // second: waits shorter than that stay silent.
 func (a *app) progress(msg string) (stop func()) {
+	if a.quiet {
+		return func() {}
+	}
 	t := time.AfterFunc(time.Second, func() { fmt.Fprintln(a.stderr, msg) })
 	return func() { t.Stop() }
 }
