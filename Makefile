@@ -6,7 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X github.com/deepcode-dev/deepcode/shared/buildinfo.Version=$(VERSION)
 SERVICES := deepcode-manager deepcode-gateway deepcode-supervisor deepcode-agentd deepcode-termhost deepcode-scheduler
 
-.PHONY: all build install uninstall test fmt-check vet staticcheck unit bench cross clean web
+.PHONY: all build install uninstall test fmt-check vet staticcheck unit bench fuzz cross clean web package
 
 all: build
 
@@ -49,11 +49,22 @@ unit:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 -timeout 30m ./...
 
+## fuzz: each fuzz target for a short while (FUZZTIME, default 15s)
+FUZZTIME ?= 15s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./shared/rpc
+	$(GO) test -run '^$$' -fuzz '^FuzzExchangeBody$$' -fuzztime $(FUZZTIME) ./services/gateway
+	$(GO) test -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) ./services/termhost
+
 ## cross: the binaries for macOS and Windows must compile
 cross:
 	GOOS=darwin GOARCH=arm64 $(GO) build ./...
 	GOOS=darwin GOARCH=amd64 $(GO) build ./...
 	GOOS=windows GOARCH=amd64 $(GO) build ./...
 
+## package: the .deb and .rpm into dist/ (nfpm, run with go run; see packaging/)
+package:
+	VERSION="$(VERSION)" GO="$(GO)" DIST=dist packaging/build.sh
+
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

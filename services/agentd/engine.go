@@ -32,6 +32,7 @@ type engine struct {
 	log           *slog.Logger
 	maxConcurrent int
 	changed       func() // activity changed
+	pool          *runtimePool
 
 	ctx    context.Context // runs hang off it; cancelled at hard stop
 	cancel context.CancelFunc
@@ -81,6 +82,7 @@ func newEngine(db *store.DB, j *journal, cfg *config.Config, log *slog.Logger, c
 	return &engine{
 		db: db, j: j, cfg: cfg, log: log, changed: changed,
 		maxConcurrent: 8,
+		pool:          newRuntimePool(log, cfg.Agentd.RuntimeIdleTimeout, cfg.Agentd.MaxRuntimes, changed),
 		ctx:           ctx, cancel: cancel,
 		runs:     map[string]*run{},
 		wake:     make(chan struct{}, 1),
@@ -99,7 +101,7 @@ func (e *engine) kick() {
 func (e *engine) activity() mgmt.Activity {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return mgmt.Activity{Turns: len(e.runs), Queued: e.queued}
+	return mgmt.Activity{Turns: len(e.runs), Queued: e.queued, Runtimes: e.pool.count()}
 }
 
 // start runs the scheduling loop.
@@ -123,16 +125,19 @@ func (e *engine) loop() {
 }
 
 // pause stops starting queued turns (drain); resume undoes it.
+// Draining also closes the warm runtimes (they count as activity).
 func (e *engine) pause() {
 	e.mu.Lock()
 	e.paused = true
 	e.mu.Unlock()
+	e.pool.drain()
 }
 
 func (e *engine) resume() {
 	e.mu.Lock()
 	e.paused = false
 	e.mu.Unlock()
+	e.pool.resume()
 	e.kick()
 }
 
@@ -329,7 +334,7 @@ func (e *engine) prepare(r *run) (*preparedRun, error) {
 	pr := &preparedRun{provider: p, TurnRun: TurnRun{
 		ThreadID: r.threadID, TurnID: r.turnID, Workspace: workspace, Prompt: prompt,
 		ProfileName: t.Profile, Profile: profile, Model: t.Model, Reasoning: t.Reasoning,
-		SessionID: session.String, Steer: r.steer,
+		SessionID: session.String, Steer: r.steer, pool: e.pool,
 	}}
 	pr.Sink = &Sink{e: e, r: r, threadID: r.threadID, turnID: r.turnID, policy: profile.ApprovalPolicy}
 	return pr, nil
@@ -541,4 +546,5 @@ func (e *engine) stop(grace time.Duration) {
 	}
 	e.cancel()
 	<-e.loopDone
+	e.pool.close()
 }

@@ -224,7 +224,9 @@ func (c *conn) waitEvent(threadID, typ string) agentd.Event {
 // waitEventWhere waits for an event of typ in thread that matches.
 func (c *conn) waitEventWhere(threadID, typ string, match func(agentd.Event) bool) agentd.Event {
 	c.t.Helper()
-	deadline := time.After(60 * time.Second)
+	// Generous: a runtime provider's cold start (opencode: several seconds
+	// unloaded) can take much longer on a loaded 2-core machine.
+	deadline := time.After(2 * time.Minute)
 	for {
 		c.mu.Lock()
 		for _, ev := range c.events {
@@ -338,7 +340,9 @@ func (c *conn) waitTurn(threadID, turnID string, statuses ...string) turnReadRes
 	c.t.Helper()
 	var last turnReadResult
 	start := time.Now()
-	deadline := start.Add(60 * time.Second)
+	// A guard against hanging, not a timing goal: real agent CLIs on a
+	// loaded two-core CI machine can take tens of seconds per step.
+	deadline := start.Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
 		last = c.readTurn(threadID, turnID)
 		for _, s := range statuses {
@@ -351,7 +355,7 @@ func (c *conn) waitTurn(threadID, turnID string, statuses ...string) turnReadRes
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	c.t.Fatalf("turn %s is %s, not %v, after a minute", turnID, last.Turn.Status, statuses)
+	c.t.Fatalf("turn %s is %s, not %v, after three minutes", turnID, last.Turn.Status, statuses)
 	return last
 }
 

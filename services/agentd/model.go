@@ -31,6 +31,8 @@ const (
 	KindAgentMessage     = "agentMessage"
 	KindCommandExecution = "commandExecution"
 	KindFileChange       = "fileChange"
+	// KindTokenUsage records a runtime turn's token usage (UsagePayload).
+	KindTokenUsage = "tokenUsage"
 
 	ItemInProgress = "inProgress"
 	ItemCompleted  = "completed"

@@ -35,6 +35,9 @@ type TurnRun struct {
 	Sink      *Sink
 	// Steer delivers inputs accepted into this turn's mailbox.
 	Steer <-chan string
+
+	// pool keeps the warm runtimes of the runtime providers.
+	pool *runtimePool
 }
 
 // providerFor returns the provider of a profile.
@@ -44,6 +47,10 @@ func providerFor(p config.Profile) (Provider, error) {
 		return execProvider{}, nil
 	case "script":
 		return scriptProvider{}, nil
+	case "codex":
+		return codexProvider{}, nil
+	case "claude":
+		return claudeProvider{}, nil
 	}
 	return nil, errs.New(errs.ProviderUnavailable, "provider %q is not available in this build", p.Provider)
 }

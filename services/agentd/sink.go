@@ -66,6 +66,25 @@ func (s *Sink) Response(text string) {
 	})
 }
 
+// UsagePayload is a token usage item's payload: what the turn's model
+// requests consumed.
+type UsagePayload struct {
+	InputTokens       int64 `json:"inputTokens"`
+	CachedInputTokens int64 `json:"cachedInputTokens,omitempty"`
+	OutputTokens      int64 `json:"outputTokens"`
+	ReasoningTokens   int64 `json:"reasoningTokens,omitempty"`
+	TotalTokens       int64 `json:"totalTokens"`
+}
+
+// Usage records the turn's token usage as a completed tokenUsage item.
+func (s *Sink) Usage(u UsagePayload) {
+	if u.TotalTokens == 0 {
+		u.TotalTokens = u.InputTokens + u.OutputTokens
+	}
+	id := s.StartItem(KindTokenUsage, u)
+	s.CompleteItem(id, ItemCompleted, u)
+}
+
 // SetSession records the runtime's session id, durably, so a later turn or
 // a restarted agentd resumes it.
 func (s *Sink) SetSession(id string) {

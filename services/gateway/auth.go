@@ -46,16 +46,12 @@ func (g *Gateway) handleExchange(w http.ResponseWriter, r *http.Request) {
 		rpc.WriteHTTPError(w, errs.New(errs.RequestTooLarge, "the exchange body is limited to 4096 bytes"), 0)
 		return
 	}
-	var p struct {
-		Ticket string `json:"ticket"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil || dec.More() || p.Ticket == "" {
-		rpc.WriteHTTPError(w, errs.New(errs.InvalidParams, `the body must be {"ticket": "<ticket>"}`), 0)
+	ticket, err := parseExchange(body)
+	if err != nil {
+		rpc.WriteHTTPError(w, err, 0)
 		return
 	}
-	if err := g.tickets.Consume(p.Ticket); err != nil {
+	if err := g.tickets.Consume(ticket); err != nil {
 		rpc.WriteHTTPError(w, err, 0)
 		return
 	}
@@ -71,6 +67,29 @@ func (g *Gateway) handleExchange(w http.ResponseWriter, r *http.Request) {
 		MaxAge: int(SessionTTL.Seconds()),
 	})
 	service.WriteJSON(w, http.StatusOK, map[string]any{"instanceId": g.svc.InstanceID(), "expiresIn": int(SessionTTL.Seconds())})
+}
+
+// parseExchange reads an exchange body: exactly one JSON object with one
+// member, "ticket", a non-empty string, and nothing after it.
+func parseExchange(body []byte) (string, error) {
+	bad := errs.New(errs.InvalidParams, `the body must be {"ticket": "<ticket>"}`)
+	var p struct {
+		Ticket string `json:"ticket"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil || p.Ticket == "" {
+		return "", bad
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", bad // trailing data, e.g. a second object or a stray '}'
+	}
+	// A repeated member would silently win over the first: refuse it.
+	var members map[string]json.RawMessage
+	if json.Unmarshal(body, &members) != nil || len(members) != 1 || bytes.Count(body, []byte(`"ticket"`)) != 1 {
+		return "", bad
+	}
+	return p.Ticket, nil
 }
 
 // handleLogout revokes this browser's session and closes its sockets.

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gobwas/ws"
+
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/buildinfo"
 	"github.com/deepcode-dev/deepcode/shared/errs"
@@ -186,6 +188,17 @@ func (b *business) fanout(msg []byte) {
 		}
 	}
 	b.subsMu.Unlock()
+}
+
+// closeSubscribers closes every subscribed client connection.
+func (b *business) closeSubscribers(code ws.StatusCode, reason string) {
+	b.subsMu.Lock()
+	defer b.subsMu.Unlock()
+	for s := range b.subs {
+		if s.peer != nil {
+			s.peer.Close(code, reason)
+		}
+	}
 }
 
 // backend is a small pool of connections to one service socket. Each call

@@ -173,9 +173,18 @@ func (l *serviceLink) run(ctx context.Context) {
 				continue
 			}
 		}
-		err := l.session(ctx, &wanted)
+		wasUp, err := l.session(ctx, &wanted)
 		if ctx.Err() != nil {
 			return
+		}
+		if wasUp && err != nil {
+			// Notifications sent while the stream was down are lost here,
+			// and a client waiting for the next event to notice a gap would
+			// wait forever if none follows: close the subscribed clients so
+			// they reconnect and recover from durable state.
+			l.b.g.svc.Log.Warn("a service's notification stream was lost; closing subscribed clients so they resynchronise",
+				"socket", l.sock, "err", err)
+			l.b.closeSubscribers(rpc.CloseServiceRestart, "notification stream interrupted: reconnect and recover")
 		}
 		if !wanted {
 			backoff = 50 * time.Millisecond
@@ -195,17 +204,17 @@ func (l *serviceLink) run(ctx context.Context) {
 	}
 }
 
-func (l *serviceLink) session(ctx context.Context, wanted *bool) error {
+// session runs one subscription until it is no longer wanted (nil), ctx
+// ends, or it fails; wasUp reports whether it had been established.
+func (l *serviceLink) session(ctx context.Context, wanted *bool) (wasUp bool, err error) {
 	conn, err := rpc.Dial(ctx, rpc.DialOptions{Network: "unix", Address: l.b.g.svc.Layout.Socket(l.sock), Path: "/rpc", Timeout: 30 * time.Second})
 	if err != nil {
-		return err
+		return false, err
 	}
 	forward := func(_ context.Context, req *rpc.Request) (any, error) {
-		msg, err := rpc.NewNotification(req.Method, req.Params)
-		if err != nil {
-			return nil, err
-		}
-		b, err := rpc.Encode(msg)
+		// The params were validated by the decoder: forward them as they
+		// are, without another marshalling pass.
+		b, err := rpc.Encode(&rpc.Message{Method: req.Method, Params: req.Params})
 		if err != nil {
 			return nil, err
 		}
@@ -237,20 +246,20 @@ func (l *serviceLink) session(ctx context.Context, wanted *bool) error {
 	}, nil)
 	cancel()
 	if err != nil {
-		return err
+		return false, err
 	}
 	connected = true
 	l.signal(true)
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return true, nil
 		case <-peer.Done():
-			return peer.Err()
+			return true, peer.Err()
 		case w := <-l.wantCh:
 			*wanted = w
 			if !w {
-				return nil
+				return true, nil
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -170,4 +171,34 @@ func TestTicketsConcurrently(t *testing.T) {
 	if used.Load() != 1 {
 		t.Fatalf("one ticket used %d times", used.Load())
 	}
+}
+
+// FuzzExchangeBody: the exchange accepts exactly {"ticket": "<non-empty
+// string>"} (whitespace aside), and nothing else, without panicking.
+func FuzzExchangeBody(f *testing.F) {
+	for _, s := range []string{
+		`{"ticket":"abc"}`, ` {"ticket" : "abc"} `, `{"ticket":""}`, `{"ticket":1}`,
+		`{"ticket":"a","ticket":"b"}`, `{"ticket":"a"}}`, `{"ticket":"a"}{}`, `{"Ticket":"a"}`,
+		`{"ticket":"a","x":1}`, `[]`, `null`, `"ticket"`, `{"ticket":"\u0000"}`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		ticket, err := parseExchange(body)
+		if err != nil {
+			if e, ok := errs.As(err); !ok || e.Code != errs.InvalidParams {
+				t.Fatalf("%q: %v, want INVALID_PARAMS", body, err)
+			}
+			return
+		}
+		// Accepted: it must be one valid object whose only member is a
+		// non-empty "ticket" string equal to what was returned.
+		var m map[string]any
+		if !json.Valid(body) || json.Unmarshal(body, &m) != nil || len(m) != 1 {
+			t.Fatalf("accepted %q", body)
+		}
+		if v, ok := m["ticket"].(string); !ok || v == "" || v != ticket {
+			t.Fatalf("accepted %q as %q", body, ticket)
+		}
+	})
 }

@@ -158,11 +158,14 @@ type Supervisor struct {
 	token      string
 	port       int
 	listeners  map[string]net.Listener
-	files      map[string]*os.File // dups passed to children
-	lifeline   *os.File            // write end: children see EOF when we die
-	lifelineR  *os.File
-	children   []*childProc
-	fatal      chan error
+	// fromLaunchd names the listeners launchd created (a LaunchAgent's
+	// Sockets): their socket files are launchd's, never unlinked here.
+	fromLaunchd map[string]bool
+	files       map[string]*os.File // dups passed to children
+	lifeline    *os.File            // write end: children see EOF when we die
+	lifelineR   *os.File
+	children    []*childProc
+	fatal       chan error
 }
 
 func (s *Supervisor) run(status *statusWriter) (int, error) {
@@ -207,7 +210,13 @@ func (s *Supervisor) run(status *statusWriter) (int, error) {
 	}
 	defer s.unbind(present)
 
-	inst := discovery.NewInstance(s.layout, s.instanceID, os.Getpid(), s.port, "supervisor")
+	activatedBy := "supervisor"
+	if len(s.fromLaunchd) > 0 {
+		// Stop goes through launchd (bootout), so that it does not restart
+		// the job: the CLI recognises a managed instance by this name.
+		activatedBy = "launchd"
+	}
+	inst := discovery.NewInstance(s.layout, s.instanceID, os.Getpid(), s.port, activatedBy)
 	if err := discovery.WriteInstance(s.layout, inst); err != nil {
 		return service.ExitFailure, errs.Wrap(err, errs.StartFailed, "cannot write %s", s.layout.InstanceJSON())
 	}
@@ -286,7 +295,12 @@ func binaryPath(dir, name string) string {
 	return ""
 }
 
-// bind binds every socket once; children receive duplicates.
+// fromLaunchd receives a LaunchAgent's sockets; tests replace it.
+var fromLaunchd = activation.FromLaunchd
+
+// bind takes the sockets launchd created for this job (when a LaunchAgent
+// started it) and binds every other socket once; children receive
+// duplicates.
 func (s *Supervisor) bind(present []Child) error {
 	var specs []activation.Spec
 	for _, c := range present {
@@ -297,13 +311,32 @@ func (s *Supervisor) bind(present []Child) error {
 			specs = append(specs, activation.Spec{Name: name, Kind: activation.Unix, Path: s.layout.Socket(name + ".sock")})
 		}
 	}
-	lns, err := activation.Bind(specs)
+	launched, _, err := fromLaunchd(append(specs, activation.Spec{Name: "http", Kind: activation.TCP, Port: s.cfg.Port}))
 	if err != nil {
 		return err
 	}
-	s.listeners = lns
-	tcp, err := s.bindTCP()
+	s.fromLaunchd = map[string]bool{}
+	var rest []activation.Spec
+	for _, sp := range specs {
+		if launched[sp.Name] != nil {
+			s.fromLaunchd[sp.Name] = true
+		} else {
+			rest = append(rest, sp)
+		}
+	}
+	lns, err := activation.Bind(rest)
 	if err != nil {
+		closeAll(launched)
+		return err
+	}
+	for name, ln := range launched {
+		lns[name] = ln
+	}
+	s.listeners = lns
+	tcp := launched["http"]
+	if tcp != nil {
+		s.fromLaunchd["http"] = true
+	} else if tcp, err = s.bindTCP(); err != nil {
 		closeAll(lns)
 		return err
 	}
@@ -356,7 +389,7 @@ func (s *Supervisor) unbind(present []Child) {
 	closeAll(s.listeners)
 	for _, c := range present {
 		for _, name := range c.Sockets {
-			if name != "http" {
+			if name != "http" && !s.fromLaunchd[name] {
 				_ = os.Remove(s.layout.Socket(name + ".sock"))
 			}
 		}

@@ -3,19 +3,12 @@
 package termhost_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -114,12 +107,6 @@ func median(v []float64) float64 {
 	return v[len(v)/2]
 }
 
-func percentile(d []time.Duration, p int) float64 {
-	d = slices.Clone(d)
-	slices.Sort(d)
-	return float64(d[(len(d)-1)*p/100]) / 1e3
-}
-
 // BenchmarkRead64K: terminal/read of a 64 KiB page over termhost.sock.
 // Goal p50 ≤ 300 µs. In the same run: an empty terminal/read (the RPC
 // round trip itself) and a bare WebSocket echo of a message of the same
@@ -134,7 +121,7 @@ func BenchmarkRead64K(b *testing.B) {
 	c.waitExited(thread, id)
 	page := map[string]any{"threadId": thread, "terminalId": id, "offset": 0, "limit": 64 << 10}
 	empty := map[string]any{"threadId": thread, "terminalId": id, "offset": 0, "through": 0}
-	echo := startEcho(b)
+	echo := testkit.DialEcho(b, "unix", testkit.StartEcho(b, "unix"))
 	var r termhost.ReadResult
 	c.must(api.MethodTerminalRead, page, &r)
 	msg, err := rpc.Encode(&rpc.Message{ID: ptr(rpc.NumberID(1)), Result: []byte(`{"data":"` + r.Data + `"}`)})
@@ -184,55 +171,12 @@ func BenchmarkRead64K(b *testing.B) {
 			encs, decs = append(encs, enc), append(decs, dec)
 		}
 	}
-	b.ReportMetric(percentile(reads, 50), "µs-p50-read64K")
-	b.ReportMetric(percentile(reads, 99), "µs-p99-read64K")
-	b.ReportMetric(percentile(calls, 50), "µs-p50-emptyread")
-	b.ReportMetric(percentile(echoes, 50), "µs-p50-wsecho64K")
-	b.ReportMetric(percentile(encs, 50), "µs-p50-encode64K")
-	b.ReportMetric(percentile(decs, 50), "µs-p50-decode64K")
-}
-
-// startEcho serves a bare WebSocket echo on a Unix socket in this process
-// and returns a function that sends one message and waits for it back.
-func startEcho(b *testing.B) func([]byte) {
-	b.Helper()
-	dir, err := os.MkdirTemp("", "dcecho-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "echo.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		conn, err := rpc.Upgrade(w, r, rpc.ConnOptions{})
-		if err != nil {
-			return
-		}
-		for {
-			m, err := conn.ReadMessage()
-			if err != nil || conn.WriteMessages([][]byte{m}) != nil {
-				return
-			}
-		}
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	b.Cleanup(func() { _ = srv.Close() })
-	conn, err := rpc.Dial(context.Background(), rpc.DialOptions{Network: "unix", Address: sock, Path: "/"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { conn.Close(rpc.CloseNormal, "") })
-	return func(m []byte) {
-		if err := conn.WriteMessages([][]byte{m}); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := conn.ReadMessage(); err != nil {
-			b.Fatal(err)
-		}
-	}
+	b.ReportMetric(testkit.Percentile(reads, 50), "µs-p50-read64K")
+	b.ReportMetric(testkit.Percentile(reads, 99), "µs-p99-read64K")
+	b.ReportMetric(testkit.Percentile(calls, 50), "µs-p50-emptyread")
+	b.ReportMetric(testkit.Percentile(echoes, 50), "µs-p50-wsecho64K")
+	b.ReportMetric(testkit.Percentile(encs, 50), "µs-p50-encode64K")
+	b.ReportMetric(testkit.Percentile(decs, 50), "µs-p50-decode64K")
 }
 
 // BenchmarkMemory: termhost's resident memory idle, then with eight live
@@ -249,14 +193,14 @@ func BenchmarkMemory(b *testing.B) {
 		thread, _ := newThread(b, env)
 		c := dialTermhost(b, env, true)
 		pid := health(b, env).PID
-		cold := settledRSS(b, pid)
+		cold := testkit.SettledRSS(b, pid)
 		warm := c.create(thread, "/bin/sh", "-c", `head -c 20000 /dev/zero | tr '\0' w`)
 		c.waitExited(thread, warm)
 		for range 300 {
 			c.read(thread, warm, 0, 64<<10, nil)
 		}
 		c.must(api.MethodTerminalList, termhost.ListParams{ThreadID: thread}, nil)
-		idle := settledRSS(b, pid)
+		idle := testkit.SettledRSS(b, pid)
 		// The terminals are followed through their notifications, as a
 		// client would, rather than by polling reads.
 		full := fmt.Sprintf(`head -c %d /dev/zero | tr '\0' a`, 300000)
@@ -280,7 +224,7 @@ func BenchmarkMemory(b *testing.B) {
 		if fullWindows != 16 || len(list.Terminals) != 16 {
 			b.Fatalf("%d full windows of %d, want 16", fullWindows, len(list.Terminals))
 		}
-		loaded := settledRSS(b, pid)
+		loaded := testkit.SettledRSS(b, pid)
 		// Then every full window goes: the live terminals are closed and
 		// eight tiny exited windows evict them.
 		for _, id := range live {
@@ -289,7 +233,7 @@ func BenchmarkMemory(b *testing.B) {
 		for range 8 {
 			c.waitExit(c.create(thread, "/bin/true"))
 		}
-		after := settledRSS(b, pid)
+		after := testkit.SettledRSS(b, pid)
 		b.ReportMetric(cold/(1<<20), "MiB-idle-cold")
 		b.ReportMetric(idle/(1<<20), "MiB-idle")
 		b.ReportMetric(loaded/(1<<20), "MiB-16-windows")
@@ -320,43 +264,4 @@ func (c *conn) waitNotified(id string, head int64) {
 			c.t.Fatalf("output of %s not notified up to %d", id, head)
 		}
 	}
-}
-
-// settledRSS is pid's VmRSS in bytes once it has not moved for a second
-// (the runtime returns freed memory to the system gradually), or after
-// 30 s.
-func settledRSS(b *testing.B, pid int) float64 {
-	b.Helper()
-	prev, same := -1.0, 0
-	for range 150 {
-		time.Sleep(200 * time.Millisecond)
-		cur := rss(b, pid)
-		if cur == prev {
-			if same++; same == 5 {
-				return cur
-			}
-			continue
-		}
-		prev, same = cur, 0
-	}
-	return prev
-}
-
-func rss(b *testing.B, pid int) float64 {
-	b.Helper()
-	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(st), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			return float64(kb) * 1024
-		}
-	}
-	b.Fatal("no VmRSS")
-	return 0
 }

@@ -85,26 +85,9 @@ func ConnectBusiness(ctx context.Context, l *paths.Layout, opts BusinessOptions)
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = 15 * time.Second
 	}
-	m, err := Connect(ctx, l, opts.Management)
+	conn, instanceID, err := DialBusiness(ctx, l, opts)
 	if err != nil {
 		return nil, err
-	}
-	instanceID, token := m.InstanceID(), m.token
-	sock := m.Instance().Sockets["gateway"]
-	m.Close()
-	if sock == "" {
-		sock = l.Socket(paths.GatewaySocket)
-	}
-	h := map[string][]string{
-		"Authorization":          {"Bearer " + token},
-		localauth.HeaderInstance: {instanceID},
-	}
-	conn, err := rpc.Dial(ctx, rpc.DialOptions{Network: "unix", Address: sock, Path: RouteBusinessRPC, Header: h, Timeout: opts.DialTimeout})
-	if err != nil {
-		if e, ok := errs.As(err); ok && e.Code != errs.ServiceUnavailable {
-			return nil, e // the gateway's own refusal
-		}
-		return nil, errs.Wrap(err, errs.ServiceUnavailable, "cannot open the business connection at %s; try again in a moment", sock)
 	}
 	b := &Business{
 		instanceID: instanceID,
@@ -154,6 +137,40 @@ func ConnectBusiness(ctx context.Context, l *paths.Layout, opts BusinessOptions)
 		return nil, err
 	}
 	return b, nil
+}
+
+// DialBusiness verifies the identity of the instance serving l's database
+// through the management client, then opens gateway.sock's business
+// WebSocket with the same credential bound to the verified instance id. The
+// connection is not initialized: ConnectBusiness does that; the desktop
+// relay forwards its client's own initialize. It returns the verified
+// instance id, which initialize's serviceInfo must repeat.
+func DialBusiness(ctx context.Context, l *paths.Layout, opts BusinessOptions) (*rpc.WSConn, string, error) {
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = 15 * time.Second
+	}
+	m, err := Connect(ctx, l, opts.Management)
+	if err != nil {
+		return nil, "", err
+	}
+	instanceID, token := m.InstanceID(), m.token
+	sock := m.Instance().Sockets["gateway"]
+	m.Close()
+	if sock == "" {
+		sock = l.Socket(paths.GatewaySocket)
+	}
+	h := map[string][]string{
+		"Authorization":          {"Bearer " + token},
+		localauth.HeaderInstance: {instanceID},
+	}
+	conn, err := rpc.Dial(ctx, rpc.DialOptions{Network: "unix", Address: sock, Path: RouteBusinessRPC, Header: h, Timeout: opts.DialTimeout})
+	if err != nil {
+		if e, ok := errs.As(err); ok && e.Code != errs.ServiceUnavailable {
+			return nil, "", e // the gateway's own refusal
+		}
+		return nil, "", errs.Wrap(err, errs.ServiceUnavailable, "cannot open the business connection at %s; try again in a moment", sock)
+	}
+	return conn, instanceID, nil
 }
 
 func (b *Business) drop() {

@@ -1,3 +1,5 @@
+//go:build !windows
+
 package client_test
 
 import (

@@ -121,6 +121,11 @@ type Config struct {
 	Agentd struct {
 		// IdleTimeout is how long agentd stays up with nothing to do.
 		IdleTimeout time.Duration `koanf:"idle_timeout"`
+		// RuntimeIdleTimeout is how long a warm agent runtime (codex,
+		// claude, opencode) is kept for its thread's next turn.
+		RuntimeIdleTimeout time.Duration `koanf:"runtime_idle_timeout"`
+		// MaxRuntimes is the most warm agent runtimes kept at once.
+		MaxRuntimes int `koanf:"max_runtimes" min:"1"`
 	} `koanf:"agentd"`
 	Termhost struct {
 		// IdleTimeout is how long termhost stays up with no terminals.
@@ -146,9 +151,15 @@ type Profile struct {
 	// Binary overrides the runtime's executable (codex, claude, opencode).
 	Binary string `koanf:"binary"`
 	// Args are extra arguments for the runtime.
-	Args      []string `koanf:"args"`
-	Model     string   `koanf:"model"`
-	Reasoning string   `koanf:"reasoning"`
+	Args []string `koanf:"args"`
+	// BaseURL points the runtime at another model endpoint (an
+	// OpenAI-compatible or Anthropic base URL, e.g. http://127.0.0.1:8080/v1).
+	BaseURL string `koanf:"base_url"`
+	// CredentialsFile is a private (0600) file of KEY=VALUE lines added to
+	// the runtime's environment only (e.g. OPENAI_API_KEY=…).
+	CredentialsFile string `koanf:"credentials_file"`
+	Model           string `koanf:"model"`
+	Reasoning       string `koanf:"reasoning"`
 	// ApprovalPolicy: "ask" (default; approvals wait for a client, denied when the turn is non-interactive), "never" (deny every request), "auto" (approve every request).
 	ApprovalPolicy string `koanf:"approval_policy" oneof:"ask never auto"`
 	// Timeout bounds one turn; 0 means no limit.
@@ -213,6 +224,8 @@ func Defaults() Config {
 	c.Supervisor.RestartMinInterval = 1 * time.Second
 	c.Supervisor.RestartMaxInterval = 10 * time.Second
 	c.Agentd.IdleTimeout = 5 * time.Minute
+	c.Agentd.RuntimeIdleTimeout = 2 * time.Minute
+	c.Agentd.MaxRuntimes = 4
 	c.Termhost.IdleTimeout = 5 * time.Minute
 	c.Termhost.MaxLive = 8
 	c.Termhost.MaxExited = 8

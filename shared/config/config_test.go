@@ -378,6 +378,8 @@ func TestValidate(t *testing.T) {
 func TestKeysAndEnvName(t *testing.T) {
 	want := []string{
 		"agentd.idle_timeout",
+		"agentd.max_runtimes",
+		"agentd.runtime_idle_timeout",
 		"log.level",
 		"port",
 		"service.start_timeout",
@@ -442,6 +444,8 @@ restart_min_interval = "3s"
 restart_max_interval = "4s"
 [agentd]
 idle_timeout = "5s"
+runtime_idle_timeout = "10s"
+max_runtimes = 3
 [termhost]
 idle_timeout = "6s"
 max_live = 7
@@ -452,6 +456,8 @@ command = ["c", "{prompt}"]
 env = { A = "1", "B.C" = "2" }
 binary = "/opt/codex"
 args = ["--x", "y"]
+base_url = "http://127.0.0.1:1/v1"
+credentials_file = "/secret/creds"
 model = "m"
 reasoning = "high"
 approval_policy = "never"
@@ -467,11 +473,12 @@ timeout = "8s"
 	want.Service.StartTimeout, want.Service.StopTimeout = time.Second, 2*time.Second
 	want.Supervisor.RestartMinInterval, want.Supervisor.RestartMaxInterval = 3*time.Second, 4*time.Second
 	want.Agentd.IdleTimeout = 5 * time.Second
+	want.Agentd.RuntimeIdleTimeout, want.Agentd.MaxRuntimes = 10*time.Second, 3
 	want.Termhost.IdleTimeout, want.Termhost.MaxLive, want.Termhost.MaxExited = 6*time.Second, 7, 9
 	want.Profiles = Defaults().Profiles // the built-in profiles are always there
 	want.Profiles["every"] = Profile{
 		Provider: "codex", Command: []string{"c", "{prompt}"}, Env: map[string]string{"A": "1", "B.C": "2"},
-		Binary: "/opt/codex", Args: []string{"--x", "y"}, Model: "m", Reasoning: "high",
+		Binary: "/opt/codex", Args: []string{"--x", "y"}, BaseURL: "http://127.0.0.1:1/v1", CredentialsFile: "/secret/creds", Model: "m", Reasoning: "high",
 		ApprovalPolicy: "never", Timeout: 8 * time.Second,
 	}
 	if !reflect.DeepEqual(*c, want) {

@@ -335,8 +335,10 @@ func TestProfileKeys(t *testing.T) {
 	want := []string{
 		"profiles.<name>.approval_policy",
 		"profiles.<name>.args",
+		"profiles.<name>.base_url",
 		"profiles.<name>.binary",
 		"profiles.<name>.command",
+		"profiles.<name>.credentials_file",
 		"profiles.<name>.env",
 		"profiles.<name>.model",
 		"profiles.<name>.provider",

@@ -61,9 +61,15 @@ const (
 	InputDeliveryUncertain   Code = "INPUT_DELIVERY_UNCERTAIN"
 	ProviderUnavailable      Code = "PROVIDER_UNAVAILABLE"
 	ProviderCancelled        Code = "PROVIDER_CANCELLED"
-	WorkspaceConflict        Code = "WORKSPACE_CONFLICT"
-	DaemonTimeout            Code = "DAEMON_TIMEOUT"
-	WorkerCrashed            Code = "WORKER_CRASHED"
+	// ProviderAuthFailed: the runtime's model provider refused its
+	// credentials (fix the credential file or environment, then retry).
+	ProviderAuthFailed Code = "PROVIDER_AUTH_FAILED"
+	// ProviderRateLimited: the runtime's model provider is rate limiting
+	// or overloaded.
+	ProviderRateLimited Code = "PROVIDER_RATE_LIMITED"
+	WorkspaceConflict   Code = "WORKSPACE_CONFLICT"
+	DaemonTimeout       Code = "DAEMON_TIMEOUT"
+	WorkerCrashed       Code = "WORKER_CRASHED"
 	// ConnectionLost: the connection ended before the answer arrived, so the
 	// outcome of the call is unknown. Not retryable: read state first.
 	ConnectionLost Code = "CONNECTION_LOST"
@@ -128,6 +134,8 @@ var table = map[Code]classInfo{
 	InputDeliveryUncertain:   {-32000, false, 409},
 	ProviderUnavailable:      {-32000, true, 503},
 	ProviderCancelled:        {-32000, false, 409},
+	ProviderAuthFailed:       {-32000, false, 502},
+	ProviderRateLimited:      {-32000, true, 429},
 	WorkspaceConflict:        {-32000, false, 409},
 	DaemonTimeout:            {-32000, true, 504},
 	WorkerCrashed:            {-32000, false, 500},

@@ -8,6 +8,7 @@ import (
 	"encoding/base32"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/deepcode-dev/deepcode/shared/errs"
@@ -185,6 +186,8 @@ func runtimeDir(getenv func(string) string, dbID string) (string, error) {
 	} else {
 		if x := getenv("XDG_RUNTIME_DIR"); x != "" && filepath.IsAbs(x) {
 			candidates = append(candidates, filepath.Join(x, "deepcode", dbID))
+		} else if b := persistentRuntimeBase(getenv); b != "" {
+			candidates = append(candidates, filepath.Join(b, dbID))
 		}
 		candidates = append(candidates, filepath.Join(fallbackBase(), dbID))
 	}
@@ -195,4 +198,25 @@ func runtimeDir(getenv func(string) string, dbID string) (string, error) {
 	}
 	return "", errs.New(errs.RuntimeDirInsecure,
 		"the runtime directory %s makes socket paths longer than %d bytes: set %s to a shorter folder", candidates[0], maxSunPath, EnvRuntimeDir)
+}
+
+// persistentRuntimeBase is a per-user socket folder that survives a reboot,
+// where the platform has no runtime directory of its own: macOS clears /tmp
+// at boot, and launchd creates a LaunchAgent's sockets at login but not the
+// folder they live in. "" elsewhere.
+var persistentRuntimeBase = func(getenv func(string) string) string {
+	if runtime.GOOS != "darwin" {
+		return ""
+	}
+	return libraryCachesBase(getenv("HOME"))
+}
+
+// libraryCachesBase is ~/Library/Caches/deepcode-run: its parent always
+// exists on macOS, so EnsureRuntimeDir can create it (it creates only the
+// base and the database's folder).
+func libraryCachesBase(home string) string {
+	if home == "" || !filepath.IsAbs(home) {
+		return ""
+	}
+	return filepath.Join(home, "Library", "Caches", "deepcode-run")
 }

@@ -182,3 +182,29 @@ func TestRuntimeDirFallbacksAndSunPathLimit(t *testing.T) {
 		t.Fatalf("too-long explicit runtime dir: %v", err)
 	}
 }
+
+// On macOS, without XDG_RUNTIME_DIR, sockets go to a folder that survives a
+// reboot (a LaunchAgent's sockets are created there at login), unless its
+// path is too long for sun_path.
+func TestPersistentRuntimeBase(t *testing.T) {
+	saved := persistentRuntimeBase
+	t.Cleanup(func() { persistentRuntimeBase = saved })
+	persistentRuntimeBase = func(getenv func(string) string) string { return libraryCachesBase(getenv("HOME")) }
+
+	got, err := runtimeDir(env(map[string]string{"HOME": "/Users/ada"}), "abcdefabcdef")
+	if err != nil || got != "/Users/ada/Library/Caches/deepcode-run/abcdefabcdef" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	got, err = runtimeDir(env(map[string]string{"HOME": "/Users/ada", "XDG_RUNTIME_DIR": "/run/user/501"}), "abcdefabcdef")
+	if err != nil || got != "/run/user/501/deepcode/abcdefabcdef" {
+		t.Fatalf("XDG_RUNTIME_DIR first: got %q, %v", got, err)
+	}
+	long := "/Users/" + strings.Repeat("a", 80)
+	got, err = runtimeDir(env(map[string]string{"HOME": long}), "abcdefabcdef")
+	if err != nil || got != filepath.Join(fallbackBase(), "abcdefabcdef") {
+		t.Fatalf("a long home falls back: got %q, %v", got, err)
+	}
+	if libraryCachesBase("relative/home") != "" || libraryCachesBase("") != "" {
+		t.Fatal("a relative or empty HOME gives a base")
+	}
+}

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -193,10 +194,17 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
-		// Whatever decodes must re-encode and decode to the same kind.
+		if !json.Valid(data) {
+			t.Fatalf("accepted invalid JSON %q", data)
+		}
+		// Whatever decodes must re-encode, on one line, and decode to the
+		// same kind.
 		b, err := Encode(m)
 		if err != nil {
 			t.Fatalf("Encode: %v", err)
+		}
+		if !json.Valid(b) || bytes.ContainsAny(b, "\r\n") {
+			t.Fatalf("Encode gave %q", b)
 		}
 		again, err := Decode(b)
 		if err != nil {

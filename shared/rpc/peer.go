@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -108,8 +109,13 @@ type Peer struct {
 	outMu    sync.Mutex
 	outQ     [][]byte
 	outBytes int64
-	closeReq *CloseError // set by Close: written after the queued frames
-	outWake  chan struct{}
+	// The batch the writer is writing still counts against the bounds
+	// until it is written: otherwise a client that reads slowly could hold
+	// a full queue and a full batch, twice the bound.
+	writingFrames int
+	writingBytes  int64
+	closeReq      *CloseError // set by Close: written after the queued frames
+	outWake       chan struct{}
 
 	callMu  sync.Mutex
 	nextID  int64
@@ -197,6 +203,10 @@ func (p *Peer) Close(code ws.StatusCode, reason string) {
 // never blocks: the writer sends the close frame after the frame it is
 // writing, and the socket is closed after the close timeout regardless.
 func (p *Peer) abort(code ws.StatusCode, reason string) {
+	// Said once per connection, at warning level: a client that cannot keep
+	// up may not be able to read the close frame itself (its socket buffers
+	// are full), so this line is how an operator learns why it was closed.
+	p.opts.Logger.Warn("closing a connection", "code", int(code), "reason", reason)
 	ce := &CloseError{Code: code, Reason: reason}
 	p.finish(ce)
 	p.outMu.Lock()
@@ -337,7 +347,7 @@ func (p *Peer) enqueueOut(b []byte) bool {
 		p.outMu.Unlock()
 		return false
 	}
-	if len(p.outQ) >= p.opts.OutboundFrames || p.outBytes+int64(len(b)) > p.opts.OutboundBytes {
+	if len(p.outQ)+p.writingFrames >= p.opts.OutboundFrames || p.outBytes+p.writingBytes+int64(len(b)) > p.opts.OutboundBytes {
 		p.outMu.Unlock()
 		p.abort(CloseTryAgainLater, "output queue overflow: the client is not reading")
 		return false
@@ -358,10 +368,18 @@ func (p *Peer) writeLoop() {
 		}
 		p.outMu.Lock()
 		batch, closeReq := p.outQ, p.closeReq
+		p.writingFrames, p.writingBytes = len(batch), p.outBytes
 		p.outQ, p.outBytes = nil, 0
 		p.outMu.Unlock()
 		if len(batch) > 0 {
-			if err := p.conn.WriteMessages(batch); err != nil {
+			err := p.conn.WriteMessages(batch)
+			p.outMu.Lock()
+			p.writingFrames, p.writingBytes = 0, 0
+			p.outMu.Unlock()
+			if err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					p.opts.Logger.Warn("closing a connection: the client read nothing for the write timeout", "err", err)
+				}
 				p.finish(err)
 				p.conn.closeNet()
 				return

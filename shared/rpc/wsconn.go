@@ -25,6 +25,7 @@ const (
 	ClosePolicy         = ws.StatusPolicyViolation
 	CloseTooBig         = ws.StatusMessageTooBig
 	CloseInternal       = ws.StatusInternalServerError
+	CloseServiceRestart = ws.StatusCode(1012) // a service behind the gateway went away: reconnect
 	CloseTryAgainLater  = ws.StatusCode(1013) // bounded queue overflow
 )
 

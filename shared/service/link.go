@@ -157,7 +157,10 @@ func (l *link) session(ctx context.Context) (registered bool, err error) {
 		}
 		return false, err
 	}
-	if l.svc.InstanceID() == "" {
+	// The manager's answer wins: under systemd a restarted manager is a new
+	// instance (new id and token), and the services that outlived it belong
+	// to it now. Under the supervisor the two ids are the same.
+	if res.InstanceID != "" {
 		l.svc.SetInstanceID(res.InstanceID)
 	}
 	l.svc.schemaVersion.Store(int64(res.SchemaVersion))

@@ -507,7 +507,12 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 
 // HandleRPC upgrades to a WebSocket JSON-RPC connection served by s.RPC.
 func (s *Service) HandleRPC(w http.ResponseWriter, r *http.Request) {
-	s.ServePeer(w, r, s.gated(s.RPC), rpc.PeerOptions{})
+	// The socket is private to the user, and its subscribers are the
+	// gateway's notification links, which fan out to bounded client
+	// queues: a burst of events (a command's output) must not overflow
+	// the internal link, so its outbound queue matches the link's inbound
+	// bound rather than a client's.
+	s.ServePeer(w, r, s.gated(s.RPC), rpc.PeerOptions{OutboundFrames: 1 << 16, OutboundBytes: 64 << 20})
 }
 
 // ServePeer upgrades and serves one peer until it ends, tracked so that

@@ -204,10 +204,10 @@ func (f *follower) session() error {
 		}
 		select {
 		case ev := <-b.Events():
-			if ev.ThreadID != f.threadID || ev.Sequence <= f.cursor {
+			switch nextLive(f.threadID, f.cursor, ev) {
+			case liveIgnore:
 				continue
-			}
-			if ev.Sequence == f.cursor+1 {
+			case liveApply:
 				f.apply(ev)
 				continue
 			}
@@ -244,33 +244,18 @@ func (f *follower) session() error {
 
 // catchUp replays from the cursor to the head captured by the first page.
 func (f *follower) catchUp() error {
-	var through *int64
+	round := replayRound{threadID: f.threadID}
 	for !f.finished {
 		var res replayResult
-		err := call(f.ctx, f.b, api.MethodEventReplay, replayParams{ThreadID: f.threadID, After: f.cursor, Through: through}, &res)
-		if err != nil {
+		if err := call(f.ctx, f.b, api.MethodEventReplay, round.params(f.cursor), &res); err != nil {
 			return err
 		}
-		before := f.cursor
-		for _, ev := range res.Events {
-			if ev.Sequence != f.cursor+1 {
-				return errs.New(errs.Internal, "event/replay of %s returned sequence %d after %d", f.threadID, ev.Sequence, f.cursor)
-			}
-			ev.ThreadID = f.threadID
+		more, err := round.page(&f.cursor, res, func(ev client.Event) bool {
 			f.apply(ev)
-			if f.finished {
-				return nil
-			}
-		}
-		if through == nil && res.HeadSequence != nil {
-			h := *res.HeadSequence
-			through = &h
-		}
-		if !res.HasMore {
-			return nil
-		}
-		if f.cursor == before {
-			return errs.New(errs.Internal, "event/replay of %s did not advance past %d", f.threadID, f.cursor)
+			return !f.finished
+		})
+		if err != nil || !more {
+			return err
 		}
 	}
 	return nil

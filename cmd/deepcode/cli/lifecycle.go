@@ -62,6 +62,11 @@ func (a *app) start(ctx context.Context, o startOptions) (st mgmt.Status, starte
 	defer lock.Release()
 	stopProgress := a.progress("starting the deepcode service…")
 	defer stopProgress()
+	mgr, rec, err := a.managedInstall()
+	if err != nil {
+		return st, false, err
+	}
+	managedStarted := false
 
 	for ctx.Err() == nil {
 		st, err := a.readyStatus(ctx)
@@ -78,6 +83,28 @@ func (a *app) start(ctx context.Context, o startOptions) (st mgmt.Status, starte
 			// away: wait for it instead of racing it.
 			if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
 				break
+			}
+			continue
+		}
+		if mgr != nil {
+			// Installed: the platform's service manager starts it, with the
+			// installed command and port.
+			if managedStarted {
+				if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+					break
+				}
+				continue
+			}
+			if o.portSet && o.port != rec.Port {
+				return st, false, errs.New(errs.PortChangeRefused,
+					"the service is installed for port %d; to change it, run `deepcode service install --at-login --port %d` first", rec.Port, o.port)
+			}
+			if err := mgr.Start(ctx, rec); err != nil {
+				return st, false, err
+			}
+			managedStarted = true
+			if st, err := a.readyStatus(ctx); err == nil {
+				return st, true, nil
 			}
 			continue
 		}
@@ -163,6 +190,11 @@ func (a *app) launch(ctx context.Context, o startOptions) (launched, error) {
 	if err != nil {
 		return ev, err
 	}
+	dir, use, err := a.serviceBinaries(dir) // a frozen runtime copy (frozen.go)
+	if err != nil {
+		return ev, err
+	}
+	defer use.release()
 	if err := a.layout.EnsureServiceDir(); err != nil {
 		return ev, err
 	}
@@ -193,6 +225,7 @@ func (a *app) launch(ctx context.Context, o startOptions) (launched, error) {
 	if err != nil {
 		return ev, errs.Wrap(err, errs.StartFailed, "cannot run deepcode-supervisor")
 	}
+	use.started(cmd.Process.Pid)
 	line, readErr := readLine(ctx, statusR)
 	if readErr == nil && json.Unmarshal(line, &ev.StartupEvent) == nil && ev.Event == "started" {
 		ev.proc = cmd
@@ -246,6 +279,17 @@ func (a *app) stop(ctx context.Context, o stopOptions) (string, error) {
 	st, err := m.Status(ctx)
 	if err != nil {
 		return "", err
+	}
+	if st.Activation != "supervisor" {
+		// An instance the platform's service manager owns is stopped through
+		// it, so that it is not restarted.
+		mgr, rec, err := a.managedInstall()
+		if err != nil {
+			return "", err
+		}
+		if mgr != nil && st.Activation == mgr.Name() {
+			return a.managedStop(ctx, m, st, mgr, rec, o)
+		}
 	}
 	stopProgress := a.progress(fmt.Sprintf("stopping instance %s (draining up to %s)…", m.InstanceID(), timeout))
 	defer stopProgress()

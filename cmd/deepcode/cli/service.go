@@ -34,6 +34,7 @@ func (a *app) serviceCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	svc.AddCommand(a.startCommand(), a.statusCommand(), a.stopCommand(), a.restartCommand(), a.logsCommand())
+	svc.AddCommand(a.installCommand(), a.uninstallCommand(), a.doctorCommand())
 	return svc
 }
 
@@ -213,7 +214,12 @@ func (a *app) restartCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if st, err := a.connectedStatus(cmd.Context()); err == nil && !so.portSet {
+			mgr, _, err := a.managedInstall()
+			if err != nil {
+				lock.Release()
+				return err
+			}
+			if st, err := a.connectedStatus(cmd.Context()); err == nil && !so.portSet && mgr == nil {
 				// Keep the port the instance had (it may have been picked by --port 0).
 				so.port, so.portSet = st.Port, true
 			}

@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/muesli/termenv"
+	"github.com/spf13/cobra"
+)
+
+type tuiOptions struct {
+	trust     bool
+	workspace string
+	profile   string
+}
+
+const tuiLong = `The terminal UI: threads of the background service (started if needed) and
+their live output, attached through the same authenticated connection as the
+CLI.
+
+The left pane lists the threads; the right one shows the selected thread,
+rebuilt from its durable event log with one contiguous cursor, so a lost
+connection or /reconnect loses nothing and shows nothing twice. The status
+line shows the instance, the connection and the service's phase (running,
+draining).
+
+Keys: enter sends the prompt (a new thread's first turn, a new turn of an
+idle thread, or steering for its running turn); ctrl+j inserts a newline;
+tab switches between the prompt and the thread list (up/down, enter to
+open, n for a new thread); esc interrupts the selected thread's running
+turn; y / n answer a pending approval when the prompt is empty; pgup/pgdown
+scroll; ctrl+c quits. Quitting detaches: turns go on in the service.
+
+Commands: /new, /queue TEXT (queue a turn behind the running one),
+/steer TEXT, /interrupt, /approve, /deny, /reconnect, /quit.
+
+--trust grants trust to the workspace of new threads (recorded once),
+--workspace selects it (default: the current directory), --profile their
+agent profile. stdin and stdout must be a terminal: scripts use
+"deepcode exec" or "deepcode relay". NO_COLOR turns colours off.`
+
+func tuiFlags(cmd *cobra.Command, o *tuiOptions) {
+	f := cmd.Flags()
+	f.BoolVar(&o.trust, "trust", false, "trust the workspace of new threads (an explicit grant, recorded once)")
+	f.StringVar(&o.workspace, "workspace", "", "the workspace of new threads (default: the current directory)")
+	f.StringVar(&o.profile, "profile", "", `the agent profile of new threads (default "shell")`)
+}
+
+func (a *app) tuiCommand() *cobra.Command {
+	var o tuiOptions
+	cmd := &cobra.Command{
+		Use:   "tui [flags]",
+		Short: "The terminal UI (also: deepcode with no command, on a terminal)",
+		Long:  tuiLong,
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return a.runTUI(cmd, o) },
+	}
+	tuiFlags(cmd, &o)
+	return cmd
+}
+
+// tuiRoot makes `deepcode` with no command run the TUI when stdin and
+// stdout are a terminal; elsewhere it prints the help, as before (or, with
+// TUI flags, refuses like `deepcode tui`).
+func (a *app) tuiRoot(root *cobra.Command) {
+	var o tuiOptions
+	tuiFlags(root, &o)
+	root.Args = cobra.NoArgs
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		set := cmd.Flags().Changed("trust") || cmd.Flags().Changed("workspace") || cmd.Flags().Changed("profile")
+		if !set && !stdioTerminal() {
+			return cmd.Help()
+		}
+		return a.runTUI(cmd, o)
+	}
+}
+
+func stdioTerminal() bool { return isTerminal(os.Stdin.Fd()) && isTerminal(os.Stdout.Fd()) }
+
+func (a *app) runTUI(cmd *cobra.Command, o tuiOptions) error {
+	if !stdioTerminal() {
+		return &exitError{code: exitUsage, err: errs.New(errs.UsageError,
+			"the terminal UI needs a terminal on stdin and stdout; from scripts use `deepcode exec` or `deepcode relay`")}
+	}
+	if err := a.setup(cmd, nil); err != nil {
+		return err
+	}
+	ws, err := workspacePath(o.workspace)
+	if err != nil {
+		return err
+	}
+	a.quiet = true // progress messages would scribble over the screen
+	if os.Getenv("NO_COLOR") != "" {
+		lipgloss.SetColorProfile(termenv.Ascii)
+	}
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	m := newTUIModel(ctx, a, o, ws)
+	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(os.Stdin), tea.WithOutput(os.Stdout))
+	m.send = p.Send
+	_, runErr := p.Run()
+	m.closeConn()
+	if runErr != nil && !errors.Is(runErr, tea.ErrProgramKilled) && !errors.Is(runErr, tea.ErrInterrupted) {
+		return errs.Wrap(runErr, errs.Internal, "terminal UI: %v", runErr)
+	}
+	if m.fatal != nil {
+		return m.fatal
+	}
+	fmt.Fprintln(a.stderr, "deepcode: detached; turns go on in the service")
+	return nil
+}

@@ -1,0 +1,242 @@
+//go:build linux
+
+package main_test
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/api"
+	"github.com/deepcode-dev/deepcode/shared/testkit"
+)
+
+// tmuxTerm is a real terminal: a private tmux server with one window.
+type tmuxTerm struct {
+	t    *testing.T
+	sock string
+}
+
+func newTmux(t *testing.T, env *testkit.Env, width, height int, command string) *tmuxTerm {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed: the terminal UI test needs it (.ci/run installs it)")
+	}
+	tm := &tmuxTerm{t: t, sock: filepath.Join(env.RuntimeDir, "tmux.sock")}
+	cmd := exec.Command("tmux", "-S", tm.sock, "-f", "/dev/null", "new-session", "-d",
+		"-x", fmt.Sprint(width), "-y", fmt.Sprint(height), command)
+	cmd.Env = append(env.Environ(), "TERM=xterm-256color")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tmux new-session: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("tmux", "-S", tm.sock, "kill-server").Run() })
+	return tm
+}
+
+func (tm *tmuxTerm) run(args ...string) string {
+	tm.t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-S", tm.sock}, args...)...).CombinedOutput()
+	if err != nil {
+		tm.t.Fatalf("tmux %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// keys sends tmux key names (Enter, C-j, Tab…); text sends literal text.
+func (tm *tmuxTerm) keys(k ...string) { tm.t.Helper(); tm.run(append([]string{"send-keys"}, k...)...) }
+func (tm *tmuxTerm) text(s string)    { tm.t.Helper(); tm.run("send-keys", "-l", s) }
+
+// screen is the visible pane as text (with -e, its escape sequences).
+func (tm *tmuxTerm) screen(escapes bool) string {
+	tm.t.Helper()
+	if escapes {
+		return tm.run("capture-pane", "-p", "-e")
+	}
+	return tm.run("capture-pane", "-p")
+}
+
+// waitFor polls the screen until cond holds.
+func (tm *tmuxTerm) waitFor(what string, cond func(screen string) bool) string {
+	tm.t.Helper()
+	deadline := time.Now().Add(guard)
+	for {
+		s := tm.screen(false)
+		if cond(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			tm.t.Fatalf("the terminal does not show %s after %s; it shows:\n%s", what, guard, s)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (tm *tmuxTerm) waitText(s string) string {
+	tm.t.Helper()
+	return tm.waitFor(fmt.Sprintf("%q", s), func(sc string) bool { return strings.Contains(sc, s) })
+}
+
+// viewLines are the lines of the thread view (right of the list pane).
+func viewLines(screen string) []string {
+	var out []string
+	for _, l := range strings.Split(screen, "\n") {
+		if _, right, ok := strings.Cut(l, "│"); ok {
+			out = append(out, strings.TrimSpace(right))
+		}
+	}
+	return out
+}
+
+func countLine(lines []string, want string) int {
+	n := 0
+	for _, l := range lines {
+		if l == want {
+			n++
+		}
+	}
+	return n
+}
+
+// TestTUI drives the terminal UI in a real terminal: open a thread, start
+// a turn with the script provider, see its output, answer an approval;
+// kill the gateway, let the turn say more meanwhile, /reconnect and see
+// every event exactly once; quit, and the turn still runs.
+func TestTUI(t *testing.T) {
+	t.Parallel()
+	env, ws := newExecEnv(t)
+	// A logical agent, so that `agents ls` can show the turn the TUI
+	// starts in it.
+	var rec struct {
+		ID string `json:"id"`
+	}
+	env.MustRun("agents", "run", "--trust", "--workspace", ws, "--json", "--profile", "script", "say warmup-out").JSON(t, &rec)
+	testkit.WaitFor(t, guard, "the first turn", func() bool {
+		return strings.Contains(env.MustRun("agents", "show", "--json", rec.ID).Stdout, `"completed"`)
+	})
+
+	tm := newTmux(t, env, 120, 40, filepath.Join(env.Bin, "deepcode")+" tui --workspace "+ws+"; echo TUI-EXIT=$?; sleep 600")
+	tm.waitFor("the connection", func(s string) bool {
+		return strings.Contains(s, "· connected ·") && strings.Contains(s, "say warmup-out")
+	})
+
+	// Open the agent's thread from the list: its history is replayed.
+	tm.keys("Tab")
+	tm.waitText("enter open")
+	tm.keys("Enter")
+	tm.waitFor("the replayed history", func(s string) bool { return countLine(viewLines(s), "warmup-out") == 1 })
+
+	script := []string{"say alpha-out", "approve remove the file", "say beta-out", "await-steer 10m", "say gamma-out", "await-steer 10m", "say never-out"}
+	for i, l := range script {
+		if i > 0 {
+			tm.keys("C-j")
+		}
+		tm.text(l)
+	}
+	tm.keys("Enter")
+	tm.waitText("approval (script): remove the file — y approve · n deny")
+	tm.keys("y")
+	tm.waitFor("the output after the approval", func(s string) bool { return countLine(viewLines(s), "beta-out") == 1 })
+
+	// The gateway dies; the turn goes on and says more meanwhile (steered
+	// on agentd's own socket).
+	gw := serviceStatus(t, env).Services["gateway"].PID
+	if err := syscall.Kill(gw, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p := agentdPeer(t, env.Layout(""))
+	var th struct {
+		Turns []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"turns"`
+	}
+	callAgentd(t, p, api.MethodThreadRead, map[string]string{"threadId": rec.ID}, &th)
+	turnID := th.Turns[len(th.Turns)-1].ID
+	callAgentd(t, p, api.MethodTurnSteer, map[string]any{"threadId": rec.ID, "expectedTurnId": turnID,
+		"messageId": "steer-1", "input": map[string]string{"text": "delta-out"}}, nil)
+
+	tm.text("/reconnect")
+	tm.keys("Enter")
+	s := tm.waitFor("the output after /reconnect", func(s string) bool {
+		return countLine(viewLines(s), "gamma-out") == 1 && strings.Contains(s, "· connected ·")
+	})
+	lines := viewLines(s)
+	for _, want := range []string{"warmup-out", "alpha-out", "beta-out", "steered: delta-out", "gamma-out", "? approval requested (script): remove the file", "approval: approved"} {
+		if n := countLine(lines, want); n != 1 {
+			t.Fatalf("%q is shown %d times, want once:\n%s", want, n, s)
+		}
+	}
+	if countLine(lines, "never-out") != 0 {
+		t.Fatalf("the turn went past its second await-steer:\n%s", s)
+	}
+
+	// Quitting detaches: the turn still runs.
+	tm.keys("C-c")
+	tm.waitText("TUI-EXIT=0")
+	var ls struct {
+		Agents []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"agents"`
+	}
+	env.MustRun("agents", "ls", "--json").JSON(t, &ls)
+	if len(ls.Agents) != 1 || ls.Agents[0].ID != rec.ID || ls.Agents[0].Status != "running" {
+		t.Fatalf("agents ls after quitting the TUI: %+v", ls.Agents)
+	}
+}
+
+// TestTUINarrowNoColor: on a narrow terminal the thread list gives way to
+// the view, and NO_COLOR leaves no colour in the output.
+func TestTUINarrowNoColor(t *testing.T) {
+	t.Parallel()
+	env, ws := newExecEnv(t)
+	env.Extra = append(env.Extra, "NO_COLOR=1")
+	tm := newTmux(t, env, 50, 14, filepath.Join(env.Bin, "deepcode")+" --trust --profile script --workspace "+ws+"; echo TUI-EXIT=$?; sleep 600")
+	tm.waitText("· connected ·")
+	tm.text("say narrow-out")
+	tm.keys("Enter")
+	s := tm.waitFor("the output", func(s string) bool {
+		for _, l := range strings.Split(s, "\n") {
+			if strings.TrimSpace(l) == "narrow-out" {
+				return true
+			}
+		}
+		return false
+	})
+	if strings.Contains(s, "│") {
+		t.Fatalf("the thread list is beside the view on a 50-column terminal:\n%s", s)
+	}
+	colour := regexp.MustCompile(`\x1b\[(?:[0-9]+;)*(?:3[0-7]|38|9[0-7])(?:;[0-9]+)*m`)
+	if raw := tm.screen(true); colour.MatchString(raw) {
+		t.Fatalf("colour with NO_COLOR set: %q", raw)
+	}
+	// Resized wider, the list appears beside the view.
+	tm.run("resize-window", "-x", "100", "-y", "20")
+	tm.waitText("│")
+	tm.keys("C-c")
+	tm.waitText("TUI-EXIT=0")
+}
+
+// TestTUIRefusesWithoutATerminal: stdin is not a terminal here.
+func TestTUIRefusesWithoutATerminal(t *testing.T) {
+	t.Parallel()
+	env := testkit.NewEnv(t, testkit.Binaries(t))
+	for _, args := range [][]string{{"tui"}, {"--trust"}} {
+		r := env.Run(args...)
+		if r.Code != 2 || !strings.Contains(r.Stderr, "needs a terminal") || !strings.Contains(r.Stderr, "(USAGE_ERROR)") {
+			t.Fatalf("deepcode %v without a terminal: exit %d, stderr %q", args, r.Code, r.Stderr)
+		}
+	}
+	// With no command and no TUI flags, a non-terminal gets the help.
+	if r := env.Run(); r.Code != 0 || !strings.Contains(r.Stdout, "Available Commands") {
+		t.Fatalf("deepcode without a terminal: exit %d, stdout %q", r.Code, r.Stdout)
+	}
+	if len(env.Processes()) != 0 {
+		t.Fatalf("a refused TUI started something")
+	}
+}

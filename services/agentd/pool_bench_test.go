@@ -1,0 +1,363 @@
+package agentd_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/deepcode-dev/deepcode/services/agentd"
+	"github.com/deepcode-dev/deepcode/shared/api"
+	"github.com/deepcode-dev/deepcode/shared/paths"
+	"github.com/deepcode-dev/deepcode/shared/rpc"
+	"github.com/deepcode-dev/deepcode/shared/testkit"
+	"github.com/deepcode-dev/deepcode/shared/testkit/fakemodel"
+)
+
+// BenchmarkRuntimeTurn measures, per provider and in one run against the
+// same fake model: a warm turn through deepcode (client → agentd → runtime
+// → durable events → turn/read) against the same turn sent to the runtime
+// directly (the goal: deepcode adds ≤ 10 ms at the median); a cold first
+// turn (a new thread: the runtime starts) against the warm one; and
+// agentd's resident memory with three warm runtimes against its own at
+// rest (the goal: ≤ 25 MiB more).
+//
+//	go test -run '^$' -bench BenchmarkRuntimeTurn -benchtime 20x ./services/agentd
+func BenchmarkRuntimeTurn(b *testing.B) {
+	for _, p := range []string{"codex", "claude", "opencode"} {
+		b.Run(p, func(b *testing.B) { benchRuntime(b, p) })
+	}
+}
+
+type benchClient struct {
+	tb   testing.TB
+	peer *rpc.Peer
+}
+
+func (c *benchClient) call(method string, params, result any) {
+	c.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.peer.Call(ctx, method, params, result); err != nil {
+		c.tb.Fatalf("%s: %v", method, err)
+	}
+}
+
+// turn runs one turn to its end and returns how long it took.
+func (c *benchClient) turn(threadID, text string) time.Duration {
+	c.tb.Helper()
+	start := time.Now()
+	var r agentd.TurnSubmitResult
+	c.call("turn/start", map[string]any{"threadId": threadID, "messageId": fmt.Sprintf("b-%d", time.Now().UnixNano()), "input": map[string]string{"text": text}}, &r)
+	for {
+		var tr struct {
+			Turn agentd.Turn `json:"turn"`
+		}
+		c.call("turn/read", map[string]string{"threadId": threadID, "turnId": r.Turn.ID}, &tr)
+		switch tr.Turn.Status {
+		case agentd.StatusCompleted:
+			return time.Since(start)
+		case agentd.StatusFailed, agentd.StatusInterrupted:
+			c.tb.Fatalf("turn %s: %+v", tr.Turn.Status, tr.Turn.Error)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (c *benchClient) thread(ws, profile string) string {
+	var r struct {
+		Thread agentd.Thread `json:"thread"`
+	}
+	c.call("thread/start", map[string]any{"workspace": ws, "profile": profile, "trust": true}, &r)
+	return r.Thread.ID
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// rssMiB is a process's resident memory.
+func rssMiB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func benchRuntime(b *testing.B, provider string) {
+	bin := agentBinary(b, provider)
+	model, err := fakemodel.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer model.Close()
+	state := stateDir(b)
+	keyVar := map[string]string{"codex": "OPENAI_API_KEY", "claude": "ANTHROPIC_API_KEY", "opencode": "OPENCODE_API_KEY"}[provider]
+	credFile := filepath.Join(state, "credentials")
+	if err := os.WriteFile(credFile, []byte(keyVar+"=sk-bench\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	base := model.URL + "/v1"
+	if provider == "claude" {
+		base = model.URL
+	}
+	home := filepath.Join(state, "home")
+	env := testkit.NewEnv(b, testkit.Binaries(b))
+	if err := os.MkdirAll(env.Home, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	cfg := "[agentd]\nruntime_idle_timeout = \"10m\"\nmax_runtimes = 8\n" + runtimeProfiles(b, provider, bin, base, credFile, home)
+	if err := os.WriteFile(paths.ConfigFile(env.Home), []byte(cfg), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	env.MustRun("service", "start", "--port", "0")
+	defer env.Run("service", "stop", "--cancel-running", "--timeout", "10")
+
+	ctx := context.Background()
+	ws, err := rpc.Dial(ctx, rpc.DialOptions{Network: "unix", Address: env.Layout("").Socket(paths.AgentdSocket), Path: "/rpc", Timeout: 30 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	peer := rpc.NewPeer(ws, rpc.PeerOptions{Handler: rpc.NewMux(), InboundFrames: 1 << 16, InboundBytes: 64 << 20})
+	go func() { _ = peer.Run() }()
+	defer peer.Close(rpc.CloseNormal, "bench over")
+	c := &benchClient{tb: b, peer: peer}
+	c.call("initialize", api.InitializeParams{ProtocolVersion: "1.0", ClientInfo: api.ClientInfo{Name: "bench", Version: "0"}}, nil)
+
+	var st struct {
+		Services map[string]struct{ PID int } `json:"services"`
+	}
+	env.MustRun("service", "status", "--json").JSON(b, &st)
+	agentdPID := st.Services["agentd"].PID
+	rest := rssMiB(agentdPID)
+
+	wsDir := b.TempDir()
+	const prompt = "say hi"
+	// Cold: each first turn of a new thread starts its runtime.
+	var cold []time.Duration
+	var threads []string
+	for range 3 {
+		th := c.thread(wsDir, provider+"-auto")
+		threads = append(threads, th)
+		cold = append(cold, c.turn(th, prompt))
+	}
+	warmRSS := rssMiB(agentdPID)
+
+	// Warm, through deepcode, and direct, interleaved.
+	direct := startDirect(b, provider, bin, base, home, wsDir)
+	defer direct.close()
+	direct.turn(prompt) // its own cold turn
+	// deepcode's own floor: the same turn through the script provider.
+	scriptTh := c.thread(wsDir, "script")
+	var viaDeepcode, viaDirect, viaScript []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		viaDeepcode = append(viaDeepcode, c.turn(threads[0], prompt))
+		viaDirect = append(viaDirect, direct.turn(prompt))
+		viaScript = append(viaScript, c.turn(scriptTh, prompt))
+	}
+	b.StopTimer()
+	md, mr := median(viaDeepcode), median(viaDirect)
+	b.ReportMetric(ms(median(viaScript)), "script-ms/turn")
+	b.ReportMetric(ms(md), "deepcode-ms/turn")
+	b.ReportMetric(ms(mr), "direct-ms/turn")
+	b.ReportMetric(ms(md-mr), "added-ms/turn")
+	b.ReportMetric(ms(median(cold)), "cold-ms/turn")
+	b.ReportMetric(rest, "agentd-rest-MiB")
+	b.ReportMetric(warmRSS, "agentd-3warm-MiB")
+	b.Logf("%s: median turn through deepcode %.1f ms, direct %.1f ms (deepcode adds %.1f ms; goal ≤ 10; a script turn through deepcode: %.1f ms); cold first turn %.1f ms vs warm %.1f ms; agentd RSS %.1f MiB at rest, %.1f MiB with three warm runtimes (+%.1f MiB; goal ≤ 25)",
+		provider, ms(md), ms(mr), ms(md-mr), ms(median(viaScript)), ms(median(cold)), ms(md), rest, warmRSS, warmRSS-rest)
+}
+
+// directRuntime is the provider's CLI driven without deepcode.
+type directRuntime struct {
+	tb   testing.TB
+	cmd  *exec.Cmd
+	in   *json.Encoder
+	out  *bufio.Scanner
+	kind string
+	th   string
+	id   int
+	// opencode: the server's address and the TMPDIR to remove.
+	base, tmp string
+}
+
+func startDirect(tb testing.TB, provider, bin, base, home, ws string) *directRuntime {
+	tb.Helper()
+	var cmd *exec.Cmd
+	env := os.Environ()
+	switch provider {
+	case "codex":
+		cmd = exec.Command(bin, "app-server", "-c", `model_provider="deepcode"`, "-c", `model_providers.deepcode.name="deepcode"`,
+			"-c", "model_providers.deepcode.base_url="+strconv.Quote(base), "-c", `model_providers.deepcode.env_key="OPENAI_API_KEY"`,
+			"-c", `model_providers.deepcode.wire_api="responses"`)
+		env = append(env, "CODEX_HOME="+home, "OPENAI_API_KEY=sk-bench")
+	case "opencode":
+		return startDirectOpencode(tb, bin, base, home, ws)
+	case "claude":
+		cmd = exec.Command(bin, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
+			"--include-partial-messages", "--permission-prompt-tool", "stdio", "--permission-mode", "default", "--model", "fake-model")
+		env = append(env, "CLAUDE_CONFIG_DIR="+home, "ANTHROPIC_API_KEY=sk-bench", "ANTHROPIC_BASE_URL="+base, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1")
+	}
+	_ = os.MkdirAll(home, 0o700)
+	cmd.Dir, cmd.Env = ws, env
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	d := &directRuntime{tb: tb, cmd: cmd, in: json.NewEncoder(stdin), out: bufio.NewScanner(stdout), kind: provider}
+	d.out.Buffer(make([]byte, 1<<20), 64<<20)
+	if provider == "codex" {
+		d.call("initialize", map[string]any{"clientInfo": map[string]string{"name": "bench", "version": "0"}})
+		_ = d.in.Encode(map[string]any{"method": "initialized"})
+		res := d.call("thread/start", map[string]any{"cwd": ws, "approvalPolicy": "untrusted", "sandbox": "workspace-write", "model": "fake-model"})
+		var r struct {
+			Thread struct{ ID string } `json:"thread"`
+		}
+		_ = json.Unmarshal(res, &r)
+		d.th = r.Thread.ID
+	}
+	return d
+}
+
+func (d *directRuntime) next() map[string]json.RawMessage {
+	if !d.out.Scan() {
+		d.tb.Fatalf("%s exited", d.kind)
+	}
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(d.out.Bytes(), &m)
+	return m
+}
+
+func (d *directRuntime) call(method string, params any) json.RawMessage {
+	d.id++
+	_ = d.in.Encode(map[string]any{"id": d.id, "method": method, "params": params})
+	for {
+		m := d.next()
+		if string(m["id"]) == strconv.Itoa(d.id) && m["method"] == nil {
+			return m["result"]
+		}
+	}
+}
+
+func (d *directRuntime) turn(text string) time.Duration {
+	start := time.Now()
+	switch d.kind {
+	case "opencode":
+		d.opencode("/session/"+d.th+"/message", map[string]any{"parts": []any{map[string]any{"type": "text", "text": text}},
+			"model": map[string]string{"providerID": "deepcode", "modelID": "fake-model"}})
+		return time.Since(start)
+	case "codex":
+		d.call("turn/start", map[string]any{"threadId": d.th, "input": []any{map[string]any{"type": "text", "text": text}}, "model": "fake-model"})
+		for {
+			if m := d.next(); string(m["method"]) == `"turn/completed"` {
+				return time.Since(start)
+			}
+		}
+	default:
+		_ = d.in.Encode(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": text}}}})
+		for {
+			if m := d.next(); string(m["type"]) == `"result"` {
+				return time.Since(start)
+			}
+		}
+	}
+}
+
+func (d *directRuntime) close() {
+	_ = d.cmd.Process.Kill()
+	_ = d.cmd.Wait()
+	if d.tmp != "" {
+		_ = os.RemoveAll(d.tmp)
+	}
+}
+
+// startDirectOpencode starts opencode serve as agentd does (same
+// configuration), and a session.
+func startDirectOpencode(tb testing.TB, bin, base, home, ws string) *directRuntime {
+	tb.Helper()
+	cfg, _ := json.Marshal(map[string]any{
+		"autoupdate": false, "share": "disabled",
+		"permission": map[string]any{"bash": "ask", "edit": "ask", "webfetch": "ask", "external_directory": "ask"},
+		"provider": map[string]any{"deepcode": map[string]any{"npm": "@ai-sdk/openai-compatible", "name": "deepcode",
+			"options": map[string]any{"baseURL": base, "apiKey": "{env:OPENCODE_API_KEY}"},
+			"models":  map[string]any{"fake-model": map[string]any{"name": "fake-model"}}}},
+		"enabled_providers": []string{"deepcode"}, "model": "deepcode/fake-model", "small_model": "deepcode/fake-model",
+	})
+	tmp, err := os.MkdirTemp("", "bench-opencode-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "--hostname", "127.0.0.1", "--port", "0")
+	cmd.Dir = ws
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "OPENCODE_CONFIG_CONTENT="+string(cfg), "OPENCODE_API_KEY=sk-bench",
+		"OPENCODE_DISABLE_AUTOUPDATE=true", "OPENCODE_DISABLE_SHARE=true", "OPENCODE_DISABLE_DEFAULT_PLUGINS=true",
+		"OPENCODE_DISABLE_LSP_DOWNLOAD=true", "OPENCODE_DISABLE_MODELS_FETCH=true",
+		"XDG_DATA_HOME="+filepath.Join(home, "data"), "XDG_CONFIG_HOME="+filepath.Join(home, "config"),
+		"XDG_CACHE_HOME="+filepath.Join(home, "cache"), "XDG_STATE_HOME="+filepath.Join(home, "state"))
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	d := &directRuntime{tb: tb, cmd: cmd, kind: "opencode", tmp: tmp, out: bufio.NewScanner(stdout)}
+	for d.base == "" {
+		if !d.out.Scan() {
+			d.close()
+			tb.Fatal("opencode serve exited before printing its address")
+		}
+		if i := strings.Index(d.out.Text(), "http://"); i >= 0 && strings.Contains(d.out.Text(), "listening") {
+			d.base = strings.Fields(d.out.Text()[i:])[0]
+		}
+	}
+	go func() {
+		for d.out.Scan() {
+		}
+	}()
+	var s struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(d.opencode("/session", map[string]any{}), &s)
+	d.th = s.ID
+	return d
+}
+
+// opencode posts to the server and returns its answer.
+func (d *directRuntime) opencode(path string, body any) []byte {
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(d.base+path, "application/json", bytes.NewReader(b))
+	if err != nil {
+		d.tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		d.tb.Fatalf("opencode %s: %d %s", path, resp.StatusCode, out)
+	}
+	return out
+}

@@ -1,0 +1,185 @@
+//go:build linux
+
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/deepcode-dev/deepcode/services/agentd"
+	"github.com/deepcode-dev/deepcode/shared/api"
+	"github.com/deepcode-dev/deepcode/shared/client/clienttest"
+	"github.com/deepcode-dev/deepcode/shared/rpc"
+	"github.com/deepcode-dev/deepcode/shared/testkit"
+)
+
+// BenchmarkGatewayThreadRead: thread/read round trips through the gateway
+// to agentd over TCP WebSockets with 1, 8 and 32 connections working at
+// once, against a bare gobwas/ws echo of a message of the same size with
+// the same number of connections. Goal: p50 ≤ 2.5 × the echo's.
+func BenchmarkGatewayThreadRead(b *testing.B) {
+	in := clienttest.Start(b)
+	setup := mustBiz(b, in)
+	thread := setup.thread()
+	turn := setup.startTurn(thread, "m1", "say a few words for the thread to read back")
+	setup.waitTurn(thread, turn.ID, agentd.StatusCompleted)
+	var sample json.RawMessage
+	setup.must(api.MethodThreadRead, map[string]any{"threadId": thread}, &sample)
+	echoAddr := testkit.StartEcho(b, "tcp")
+	payload, err := rpc.Encode(&rpc.Message{ID: ptrID(rpc.NumberID(1)), Result: sample})
+	if err != nil {
+		b.Fatal(err)
+	}
+	perConn := max(b.N, 400)
+	for _, n := range []int{1, 8, 32} {
+		conns := []*biz{setup}
+		for len(conns) < n {
+			conns = append(conns, mustBiz(b, in))
+		}
+		echoes := make([]*rpc.WSConn, n)
+		for i := range echoes {
+			c, err := rpc.Dial(context.Background(), rpc.DialOptions{Network: "tcp", Address: echoAddr, Path: "/"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			echoes[i] = c
+		}
+		run := func(op func(i int)) []time.Duration {
+			var mu sync.Mutex
+			var all []time.Duration
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					ds := make([]time.Duration, 0, perConn)
+					for j := range perConn + 50 {
+						t0 := time.Now()
+						op(i)
+						if j >= 50 { // warmed up
+							ds = append(ds, time.Since(t0))
+						}
+					}
+					mu.Lock()
+					all = append(all, ds...)
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+			return all
+		}
+		gw := run(func(i int) {
+			if err := conns[i].call(api.MethodThreadRead, map[string]any{"threadId": thread}, nil); err != nil {
+				b.Error(err)
+			}
+		})
+		echo := run(func(i int) {
+			if err := echoes[i].WriteMessages([][]byte{payload}); err != nil {
+				b.Error(err)
+				return
+			}
+			if _, err := echoes[i].ReadMessage(); err != nil {
+				b.Error(err)
+			}
+		})
+		for _, e := range echoes {
+			e.Close(rpc.CloseNormal, "")
+		}
+		gp50, ep50 := testkit.Percentile(gw, 50), testkit.Percentile(echo, 50)
+		b.ReportMetric(gp50, fmt.Sprintf("µs-p50-%dconn", n))
+		b.ReportMetric(testkit.Percentile(gw, 99), fmt.Sprintf("µs-p99-%dconn", n))
+		b.ReportMetric(ep50, fmt.Sprintf("µs-p50-echo-%dconn", n))
+		b.ReportMetric(testkit.Percentile(echo, 99), fmt.Sprintf("µs-p99-echo-%dconn", n))
+		b.ReportMetric(gp50/ep50, fmt.Sprintf("ratio-p50-%dconn", n))
+	}
+}
+
+func ptrID(id rpc.ID) *rpc.ID { return &id }
+
+// BenchmarkIdleConnectionMemory: the gateway's resident memory per idle,
+// authenticated, initialized and subscribed connection. Goal ≤ 64 KiB.
+// Measured across the gateway's whole capacity (31 connections beyond a
+// first one that warms every path up).
+func BenchmarkIdleConnectionMemory(b *testing.B) {
+	in := clienttest.Start(b)
+	pid := in.Status(b, in.TCP(), in.TCP().Client(b)).Services["gateway"].PID
+	first := mustBiz(b, in)
+	first.thread()
+	// Warm up: open and close a full set once, so that the runtime's
+	// one-time growth (stacks, buffers' size classes) is not counted.
+	var warm []*biz
+	for range 31 {
+		warm = append(warm, mustBiz(b, in))
+	}
+	for _, c := range warm {
+		c.close()
+	}
+	time.Sleep(time.Second)
+	base := testkit.SettledRSS(b, pid)
+	var conns []*biz
+	for range 31 {
+		conns = append(conns, mustBiz(b, in))
+	}
+	full := testkit.SettledRSS(b, pid)
+	b.ReportMetric((full-base)/31/1024, "KiB/conn")
+	b.ReportMetric(full/(1<<20), "MiB-gateway-rss")
+	for _, c := range conns {
+		c.close()
+	}
+}
+
+// BenchmarkFanout: one turn emitting 10,000 events to 32 subscribed
+// connections; notifications delivered per second from turn/start to the
+// last connection's turn.completed. Goal ≥ 200,000/s. In the same run, the
+// same turn with one subscriber: the rate agentd itself produces events.
+func BenchmarkFanout(b *testing.B) {
+	in := clienttest.Start(b)
+	words := strings.TrimSpace(strings.Repeat("w ", 10000))
+	measure := func(n int, key string) (rate float64, perConn int64) {
+		var conns []*biz
+		for range n {
+			conns = append(conns, mustBiz(b, in))
+		}
+		defer func() {
+			for _, c := range conns {
+				c.close()
+			}
+		}()
+		thread := conns[0].thread()
+		t0 := time.Now()
+		turn := conns[0].startTurn(thread, key, "say "+words)
+		conns[0].waitTurn(thread, turn.ID, agentd.StatusCompleted)
+		// Every connection has all of the thread's events once it has the
+		// last one (turn.completed is the turn's last event).
+		var head struct {
+			HeadSequence int64 `json:"headSequence"`
+		}
+		conns[0].must(api.MethodEventReplay, map[string]any{"threadId": thread, "after": 0, "maxBytes": 1024}, &head)
+		for _, c := range conns {
+			for {
+				c.mu.Lock()
+				got := int64(len(c.seen))
+				c.mu.Unlock()
+				if got >= head.HeadSequence {
+					break
+				}
+				if time.Since(t0) > 5*time.Minute {
+					b.Fatalf("a connection has %d of %d events", got, head.HeadSequence)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		d := time.Since(t0)
+		return float64(head.HeadSequence) * float64(n) / d.Seconds(), head.HeadSequence
+	}
+	for i := 0; i < max(1, b.N); i++ {
+		one, _ := measure(1, fmt.Sprintf("one-%d", i))
+		all, events := measure(32, fmt.Sprintf("all-%d", i))
+		b.ReportMetric(all, "notifications/s-32conn")
+		b.ReportMetric(one, "notifications/s-1conn")
+		b.ReportMetric(float64(events), "events/turn")
+	}
+}

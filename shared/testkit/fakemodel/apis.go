@@ -1,0 +1,271 @@
+package fakemodel
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+)
+
+// toolName picks the shell tool a request offers: the first of prefer
+// that it lists, else the first of prefer.
+func toolName(tools []string, prefer ...string) string {
+	for _, p := range prefer {
+		if slices.Contains(tools, p) {
+			return p
+		}
+	}
+	return prefer[0]
+}
+
+// ---- OpenAI Responses (codex) ----
+
+type responsesReq struct {
+	Model string            `json:"model"`
+	Input []json.RawMessage `json:"input"`
+	Tools []struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	} `json:"tools"`
+}
+
+func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
+	var req responsesReq
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var tools []string
+	for _, t := range req.Tools {
+		tools = append(tools, t.Name)
+	}
+	var steps []step
+	var prompt, transcript string
+	results := 0
+	for _, raw := range req.Input {
+		var it struct {
+			Type    string          `json:"type"`
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		}
+		_ = json.Unmarshal(raw, &it)
+		switch {
+		case (it.Type == "message" || it.Type == "") && it.Role == "user":
+			transcript += textOf(it.Content) + "\n"
+			if text := textOf(it.Content); parse(text) != nil {
+				steps, prompt, results = parse(text), text, 0
+			}
+		case it.Type == "function_call_output" || it.Type == "custom_tool_call_output" || it.Type == "local_shell_call_output":
+			results++
+		}
+	}
+	s.record(Request{API: "responses", Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Model: req.Model, Prompt: prompt, Tools: tools, Transcript: transcript})
+	p := planFor(steps, results)
+	if p.status != 0 {
+		errorStatus(w, "responses", p.status, p.msg)
+		return
+	}
+	if !wait(r, p.sleep) {
+		return
+	}
+	e := newSSE(w)
+	respID := s.id("resp")
+	e.event("response.created", map[string]any{"type": "response.created", "response": map[string]any{"id": respID}})
+	idx := 0
+	if len(p.chunks) > 0 {
+		msgID := s.id("msg")
+		e.event("response.output_item.added", map[string]any{"type": "response.output_item.added", "output_index": idx,
+			"item": map[string]any{"type": "message", "id": msgID, "role": "assistant", "content": []any{}}})
+		text := ""
+		for _, c := range p.chunks {
+			if !wait(r, p.delay) {
+				return
+			}
+			text += c
+			e.event("response.output_text.delta", map[string]any{"type": "response.output_text.delta", "item_id": msgID, "output_index": idx, "content_index": 0, "delta": c})
+		}
+		e.event("response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": idx,
+			"item": map[string]any{"type": "message", "id": msgID, "role": "assistant", "content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}}})
+		idx++
+	}
+	if p.shell != "" {
+		name := toolName(tools, "shell_command", "exec_command", "shell")
+		var args any
+		switch name {
+		case "exec_command":
+			args = map[string]any{"cmd": p.shell}
+		case "shell":
+			args = map[string]any{"command": []string{"bash", "-lc", p.shell}}
+		default:
+			args = map[string]any{"command": p.shell}
+		}
+		b, _ := json.Marshal(args)
+		item := map[string]any{"type": "function_call", "id": s.id("fc"), "call_id": s.id("call"), "name": name, "arguments": string(b)}
+		e.event("response.output_item.added", map[string]any{"type": "response.output_item.added", "output_index": idx, "item": item})
+		e.event("response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": idx, "item": item})
+	}
+	e.event("response.completed", map[string]any{"type": "response.completed", "response": map[string]any{"id": respID,
+		"usage": map[string]any{"input_tokens": inTokens, "input_tokens_details": map[string]any{"cached_tokens": 0},
+			"output_tokens": outTokens, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": inTokens + outTokens}}})
+}
+
+// ---- Anthropic Messages (claude) ----
+
+type messagesReq struct {
+	Model    string `json:"model"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	Tools []struct {
+		Name string `json:"name"`
+	} `json:"tools"`
+}
+
+func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
+	var req messagesReq
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var tools []string
+	for _, t := range req.Tools {
+		tools = append(tools, t.Name)
+	}
+	var steps []step
+	var prompt, transcript string
+	results := 0
+	for _, m := range req.Messages {
+		if m.Role != "user" {
+			continue
+		}
+		var parts []struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(m.Content, &parts)
+		for _, p := range parts {
+			if p.Type == "tool_result" {
+				results++
+			}
+		}
+		transcript += textOf(m.Content) + "\n"
+		if text := textOf(m.Content); parse(text) != nil {
+			steps, prompt, results = parse(text), text, 0
+		}
+	}
+	auth := r.Header.Get("x-api-key")
+	if auth == "" {
+		auth = r.Header.Get("Authorization")
+	}
+	s.record(Request{API: "messages", Path: r.URL.Path, Auth: auth, Model: req.Model, Prompt: prompt, Tools: tools, Transcript: transcript})
+	p := planFor(steps, results)
+	if p.status != 0 {
+		errorStatus(w, "messages", p.status, p.msg)
+		return
+	}
+	if !wait(r, p.sleep) {
+		return
+	}
+	e := newSSE(w)
+	e.event("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+		"id": s.id("msg"), "type": "message", "role": "assistant", "model": req.Model, "content": []any{},
+		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]any{"input_tokens": inTokens, "output_tokens": 1}}})
+	idx := 0
+	if len(p.chunks) > 0 {
+		e.event("content_block_start", map[string]any{"type": "content_block_start", "index": idx, "content_block": map[string]any{"type": "text", "text": ""}})
+		for _, c := range p.chunks {
+			if !wait(r, p.delay) {
+				return
+			}
+			e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": idx, "delta": map[string]any{"type": "text_delta", "text": c}})
+		}
+		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": idx})
+		idx++
+	}
+	stop := "end_turn"
+	if p.shell != "" {
+		stop = "tool_use"
+		name := toolName(tools, "Bash", "bash")
+		e.event("content_block_start", map[string]any{"type": "content_block_start", "index": idx, "content_block": map[string]any{"type": "tool_use", "id": s.id("toolu"), "name": name, "input": map[string]any{}}})
+		b, _ := json.Marshal(map[string]any{"command": p.shell, "description": "Run a command"})
+		e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": idx, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(b)}})
+		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": idx})
+	}
+	e.event("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": outTokens}})
+	e.event("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// ---- OpenAI Chat Completions (opencode) ----
+
+type chatReq struct {
+	Model    string `json:"model"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	Tools []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tools"`
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	var req chatReq
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var tools []string
+	for _, t := range req.Tools {
+		tools = append(tools, t.Function.Name)
+	}
+	var steps []step
+	var prompt, transcript string
+	results := 0
+	for _, m := range req.Messages {
+		switch m.Role {
+		case "tool":
+			results++
+		case "user":
+			transcript += textOf(m.Content) + "\n"
+			if text := textOf(m.Content); parse(text) != nil {
+				steps, prompt, results = parse(text), text, 0
+			}
+		}
+	}
+	s.record(Request{API: "chat", Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Model: req.Model, Prompt: prompt, Tools: tools, Transcript: transcript})
+	p := planFor(steps, results)
+	if p.status != 0 {
+		errorStatus(w, "chat", p.status, p.msg)
+		return
+	}
+	if !wait(r, p.sleep) {
+		return
+	}
+	e := newSSE(w)
+	id := s.id("chatcmpl")
+	chunk := func(delta map[string]any, finish any, usage any) {
+		c := map[string]any{"id": id, "object": "chat.completion.chunk", "created": 0, "model": req.Model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
+		if usage != nil {
+			c["usage"] = usage
+		}
+		e.event("", c)
+	}
+	chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil)
+	for _, c := range p.chunks {
+		if !wait(r, p.delay) {
+			return
+		}
+		chunk(map[string]any{"content": c}, nil, nil)
+	}
+	finish := "stop"
+	if p.shell != "" {
+		finish = "tool_calls"
+		b, _ := json.Marshal(map[string]any{"command": p.shell, "description": "Run a command"})
+		chunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": s.id("call"), "type": "function",
+			"function": map[string]any{"name": toolName(tools, "bash", "shell"), "arguments": string(b)}}}}, nil, nil)
+	}
+	chunk(map[string]any{}, finish, map[string]any{"prompt_tokens": inTokens, "completion_tokens": outTokens, "total_tokens": inTokens + outTokens})
+	e.raw("[DONE]")
+}

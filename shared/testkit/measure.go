@@ -1,0 +1,120 @@
+package testkit
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/rpc"
+)
+
+// Helpers for benchmarks: the raw limits they compare against and the
+// figures they report.
+
+// Percentile is the p-th percentile of d (sorted in place), in microseconds.
+func Percentile(d []time.Duration, p int) float64 {
+	slices.Sort(d)
+	return float64(d[(len(d)-1)*p/100]) / 1e3
+}
+
+// StartEcho serves a bare WebSocket echo (gobwas/ws through shared/rpc's
+// connection, without JSON-RPC) on a Unix socket or loopback TCP in this
+// process, and returns its address: the transport's own round trip.
+func StartEcho(tb testing.TB, network string) string {
+	tb.Helper()
+	addr := "127.0.0.1:0"
+	if network == "unix" {
+		dir, err := os.MkdirTemp("", "dcecho-")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+		addr = filepath.Join(dir, "echo.sock")
+	}
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, err := rpc.Upgrade(w, r, rpc.ConnOptions{})
+		if err != nil {
+			return
+		}
+		for {
+			m, err := conn.ReadMessage()
+			if err != nil || conn.WriteMessages([][]byte{m}) != nil {
+				return
+			}
+		}
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	tb.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
+}
+
+// DialEcho connects to an echo server and returns a function that sends
+// one message and waits for it to come back.
+func DialEcho(tb testing.TB, network, addr string) func([]byte) {
+	tb.Helper()
+	conn, err := rpc.Dial(context.Background(), rpc.DialOptions{Network: network, Address: addr, Path: "/"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close(rpc.CloseNormal, "") })
+	return func(m []byte) {
+		if err := conn.WriteMessages([][]byte{m}); err != nil {
+			tb.Error(err)
+			return
+		}
+		if _, err := conn.ReadMessage(); err != nil {
+			tb.Error(err)
+		}
+	}
+}
+
+// RSS is a process's resident set in bytes (Linux /proc).
+func RSS(tb testing.TB, pid int) float64 {
+	tb.Helper()
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(st), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return float64(kb) * 1024
+		}
+	}
+	tb.Fatal("no VmRSS")
+	return 0
+}
+
+// SettledRSS is pid's resident set once it has not moved for a second (the
+// runtime returns freed memory gradually), or after 30 s.
+func SettledRSS(tb testing.TB, pid int) float64 {
+	tb.Helper()
+	prev, same := -1.0, 0
+	for range 150 {
+		time.Sleep(200 * time.Millisecond)
+		cur := RSS(tb, pid)
+		if cur == prev {
+			if same++; same == 5 {
+				return cur
+			}
+			continue
+		}
+		prev, same = cur, 0
+	}
+	return prev
+}
