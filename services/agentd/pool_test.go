@@ -197,7 +197,7 @@ func runtimeSuite(t *testing.T, provider string) *runtimeRig {
 
 	t.Run("interrupt", func(t *testing.T) {
 		th := c.newThread(p)
-		turn := c.start(th.ID, "slow 400ms\nsay one two three four five six seven eight nine ten eleven twelve")
+		turn := c.start(th.ID, "slow 1s\nsay one two three four five six seven eight nine ten eleven twelve")
 		c.waitEvent(th.ID, agentd.EventItemDelta)
 		c.must("turn/interrupt", map[string]string{"threadId": th.ID, "turnId": turn.ID}, nil)
 		done := c.waitEnded(th.ID, turn.ID)
@@ -278,7 +278,7 @@ func runtimeSuite(t *testing.T, provider string) *runtimeRig {
 		if v.Status != "completed" || v.Response != "remember the word pineapple" {
 			t.Fatalf("agent: %+v", v)
 		}
-		c.must("agent/continue", map[string]string{"id": agent.ID, "prompt": "slow 500ms\nsay a b c d e f g h i j k l m n o p"}, nil)
+		c.must("agent/continue", map[string]string{"id": agent.ID, "prompt": "slow 1s\nsay a b c d e f g h i j k l m n o p"}, nil)
 		c.waitEventWhere(agent.ID, agentd.EventItemDelta, func(agentd.Event) bool { return true })
 		old := rig.runtimePIDs()
 		killAgentd(t, env)

@@ -36,3 +36,9 @@ func terminateGroup(pid int, kill bool) {
 	}
 	_ = syscall.Kill(-pid, sig)
 }
+
+// processAlive reports whether a process with that pid exists.
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || err == syscall.EPERM
+}

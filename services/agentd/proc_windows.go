@@ -14,3 +14,13 @@ func terminateGroup(pid int, _ bool) {
 		_ = p.Kill()
 	}
 }
+
+// processAlive reports whether a process with that pid exists.
+func processAlive(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	_ = p.Release()
+	return true
+}

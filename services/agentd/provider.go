@@ -51,6 +51,8 @@ func providerFor(p config.Profile) (Provider, error) {
 		return codexProvider{}, nil
 	case "claude":
 		return claudeProvider{}, nil
+	case "opencode":
+		return opencodeProvider{}, nil
 	}
 	return nil, errs.New(errs.ProviderUnavailable, "provider %q is not available in this build", p.Provider)
 }

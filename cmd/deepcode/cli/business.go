@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/client"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/mgmt"
@@ -161,4 +162,21 @@ type replayParams struct {
 type turnRef struct {
 	ThreadID string `json:"threadId"`
 	TurnID   string `json:"turnId"`
+}
+
+// startThread starts a thread in workspace ws titled after the task, on a
+// profile if one is named, recording the --trust grant if given.
+func startThread(ctx context.Context, b *client.Business, ws, task, profile string, trust bool) (wireThread, error) {
+	var th struct {
+		Thread wireThread `json:"thread"`
+	}
+	params := map[string]any{"workspace": ws, "title": titleOf(task)}
+	if profile != "" {
+		params["profile"] = profile
+	}
+	if trust {
+		params["trust"] = true
+	}
+	err := call(ctx, b, api.MethodThreadStart, params, &th)
+	return th.Thread, err
 }

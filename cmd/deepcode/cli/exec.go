@@ -143,23 +143,14 @@ func (a *app) execRun(ctx context.Context, o execOptions, task string, sigs <-ch
 		b.Close()
 		return &exitError{code: exitInterrupted}
 	}
-	var th struct {
-		Thread wireThread `json:"thread"`
-	}
-	params := map[string]any{"workspace": ws, "title": titleOf(task)}
-	if o.profile != "" {
-		params["profile"] = o.profile
-	}
-	if o.trust {
-		params["trust"] = true
-	}
-	if err := call(base, b, api.MethodThreadStart, params, &th); err != nil {
+	thread, err := startThread(base, b, ws, task, o.profile, o.trust)
+	if err != nil {
 		b.Close()
 		return err
 	}
 	f := &follower{
 		a: a, ctx: base, sigs: sigs, interactive: interactive, json: a.jsonOut,
-		threadID: th.Thread.ID, items: map[string]*itemState{}, pending: map[string]*pendingApproval{},
+		threadID: thread.ID, items: map[string]*itemState{}, pending: map[string]*pendingApproval{},
 	}
 	f.b = b
 	defer f.close()

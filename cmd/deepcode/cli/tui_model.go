@@ -620,22 +620,13 @@ func (m *tuiModel) startThread(text string) tea.Cmd {
 	}
 	m.setNotice("starting a thread…")
 	return func() tea.Msg {
-		var th struct {
-			Thread wireThread `json:"thread"`
-		}
-		params := map[string]any{"workspace": ws, "title": titleOf(text)}
-		if o.profile != "" {
-			params["profile"] = o.profile
-		}
-		if o.trust {
-			params["trust"] = true
-		}
-		if err := call(ctx, b, api.MethodThreadStart, params, &th); err != nil {
+		th, err := startThread(ctx, b, ws, text, o.profile, o.trust)
+		if err != nil {
 			return tuiStarted{err: err}
 		}
-		err := call(ctx, b, api.MethodTurnStart, map[string]any{"threadId": th.Thread.ID, "messageId": newMessageID(),
+		err = call(ctx, b, api.MethodTurnStart, map[string]any{"threadId": th.ID, "messageId": newMessageID(),
 			"input": map[string]string{"text": text}}, nil)
-		return tuiStarted{threadID: th.Thread.ID, err: err}
+		return tuiStarted{threadID: th.ID, err: err}
 	}
 }
 

@@ -1,0 +1,996 @@
+package agentd
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/errs"
+)
+
+// opencodeProvider runs turns through `opencode serve`: an HTTP server on
+// 127.0.0.1 (port chosen by opencode, printed on stdout), one per thread,
+// kept warm by the runtime pool. A turn is POST /session/:id/prompt_async,
+// followed on the server's event stream (GET /event, server-sent events)
+// to the session's return to idle. The opencode session id is the durable
+// provider session id; a new server (after an idle close or an agentd
+// restart) continues it, since opencode keeps its sessions on disk.
+//
+// The server is private to deepcode: it requires a random password (HTTP
+// basic auth, OPENCODE_SERVER_PASSWORD) that only agentd knows, so other
+// local users cannot drive the runtime through its TCP port. It gets a
+// private TMPDIR (opencode unpacks a native library there at every start
+// and never removes it), removed when the runtime closes.
+//
+// Approvals: opencode has a request/response permission channel. deepcode
+// configures the permissions "bash", "edit", "webfetch" and
+// "external_directory" to "ask", so opencode publishes a permission request
+// (event permission.asked) before each such tool call; each becomes a
+// deepcode approval decided by the profile's approval_policy ("ask" waits
+// for a client, "auto" approves, "never" denies) and the answer goes back
+// with POST /permission/:id/reply ("once" or "reject").
+type opencodeProvider struct{}
+
+func (opencodeProvider) CanSteer() bool { return false }
+
+// opencodeStartTimeout bounds a runtime's start: the server's address, its
+// event stream and the session.
+var opencodeStartTimeout = 2 * time.Minute
+
+// opencodeListening is the line opencode serve prints once it accepts
+// requests (requests sent earlier can hang).
+var opencodeListening = regexp.MustCompile(`https?://[0-9A-Za-z.\[\]:-]+`)
+
+// ocEvent is one event of opencode's event stream.
+type ocEvent struct {
+	Type       string          `json:"type"`
+	Properties json.RawMessage `json:"properties"`
+}
+
+type opencodeRuntime struct {
+	*runtimeProc
+	base     string // http://127.0.0.1:PORT
+	password string
+	client   *http.Client
+	session  string
+	// dir is the workspace: opencode scopes its projects and sessions by
+	// directory.
+	dir string
+
+	mu      sync.Mutex
+	handler func(ocEvent)
+	// events is closed when the event stream ends.
+	events chan struct{}
+	cancel context.CancelFunc
+	// dead is closed when the process exits or its event stream ends
+	// (either makes the runtime unusable).
+	dead chan struct{}
+}
+
+// Done is closed once the runtime is unusable: its process exited or its
+// event stream ended.
+func (rt *opencodeRuntime) Done() <-chan struct{} { return rt.dead }
+
+// opencodeConfig is the configuration deepcode gives opencode (as
+// OPENCODE_CONFIG_CONTENT, merged over the user's own): the permissions
+// that make opencode ask, and, for a profile with base_url, a "deepcode"
+// provider on the OpenAI-compatible Chat Completions API there, whose key
+// is OPENCODE_API_KEY.
+func opencodeConfig(t *TurnRun) ([]byte, string, string) {
+	cfg := map[string]any{
+		"$schema":    "https://opencode.ai/config.json",
+		"autoupdate": false,
+		"share":      "disabled",
+		"permission": map[string]any{
+			"bash":               "ask",
+			"edit":               "ask",
+			"webfetch":           "ask",
+			"external_directory": "ask",
+		},
+		// A denied tool call is the model's to handle, as with codex and
+		// claude: the turn goes on without it.
+		"experimental": map[string]any{"continue_loop_on_deny": true},
+	}
+	providerID, modelID := "", firstNonEmpty(t.Model, t.Profile.Model)
+	if t.Profile.BaseURL != "" {
+		providerID = "deepcode"
+		models := map[string]any{}
+		if modelID != "" {
+			models[modelID] = map[string]any{"name": modelID}
+		}
+		cfg["provider"] = map[string]any{"deepcode": map[string]any{
+			"npm":     "@ai-sdk/openai-compatible",
+			"name":    "deepcode",
+			"options": map[string]any{"baseURL": t.Profile.BaseURL, "apiKey": "{env:OPENCODE_API_KEY}"},
+			"models":  models,
+		}}
+		cfg["enabled_providers"] = []string{"deepcode"}
+	} else if p, m, ok := strings.Cut(modelID, "/"); ok {
+		providerID, modelID = p, m
+	}
+	if providerID != "" && modelID != "" {
+		cfg["model"] = providerID + "/" + modelID
+		cfg["small_model"] = providerID + "/" + modelID
+	}
+	b, _ := json.Marshal(cfg)
+	return b, providerID, modelID
+}
+
+func opencodeArgs(bin string, t *TurnRun) []string {
+	return append([]string{bin, "serve", "--hostname", "127.0.0.1", "--port", "0"}, t.Profile.Args...)
+}
+
+func (opencodeProvider) key(t *TurnRun, bin string) string {
+	p := t.Profile
+	return strings.Join(append([]string{"opencode", t.ProfileName, bin, p.BaseURL, p.CredentialsFile, t.Workspace, firstNonEmpty(t.Model, p.Model), fmt.Sprint(p.Env)}, p.Args...), "\x00")
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// opencodeSweep removes, once per agentd, the temporary folders of
+// runtimes of an agentd that was killed (its cleanup never ran).
+var opencodeSweep sync.Once
+
+// sweepOpencodeTemp removes the folders deepcode-opencode-<pid>-* whose
+// agentd is gone.
+func sweepOpencodeTemp() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "deepcode-opencode-*"))
+	for _, d := range dirs {
+		rest := strings.TrimPrefix(filepath.Base(d), "deepcode-opencode-")
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid == os.Getpid() || processAlive(pid) {
+			continue
+		}
+		_ = os.RemoveAll(d)
+	}
+}
+
+func (op opencodeProvider) start(ctx context.Context, t *TurnRun, bin string) (agentRuntime, error) {
+	cfg, _, _ := opencodeConfig(t)
+	opencodeSweep.Do(sweepOpencodeTemp)
+	tmp, err := os.MkdirTemp("", fmt.Sprintf("deepcode-opencode-%d-", os.Getpid()))
+	if err != nil {
+		return nil, errs.Wrap(err, errs.Internal, "cannot create the opencode runtime's temporary folder")
+	}
+	password := randomHex(24)
+	extra := map[string]string{
+		"TMPDIR":                           tmp,
+		"OPENCODE_CONFIG_CONTENT":          string(cfg),
+		"OPENCODE_SERVER_PASSWORD":         password,
+		"OPENCODE_SERVER_USERNAME":         "opencode",
+		"OPENCODE_DISABLE_AUTOUPDATE":      "true",
+		"OPENCODE_DISABLE_SHARE":           "true",
+		"OPENCODE_DISABLE_DEFAULT_PLUGINS": "true",
+		"OPENCODE_DISABLE_LSP_DOWNLOAD":    "true",
+		"OPENCODE_CLIENT":                  "deepcode",
+	}
+	if t.Profile.BaseURL != "" {
+		// Its model list is the configuration's; models.dev is elsewhere.
+		extra["OPENCODE_DISABLE_MODELS_FETCH"] = "true"
+	}
+	env, secrets, err := runtimeEnv("opencode", t.Profile, extra)
+	if err != nil {
+		_ = os.RemoveAll(tmp)
+		return nil, err
+	}
+	secrets = append(secrets, password)
+	proc, err := startRuntimeProc(procSpec{name: "opencode", argv: opencodeArgs(bin, t), dir: t.Workspace, env: env, secrets: secrets,
+		cleanup: []func(){func() { _ = os.RemoveAll(tmp) }}})
+	if err != nil {
+		return nil, err
+	}
+	var rt *opencodeRuntime
+	ok := false
+	defer func() {
+		switch {
+		case ok:
+		case rt != nil:
+			rt.Close()
+		default:
+			proc.Close()
+		}
+	}()
+	// OpenCode starts slowly (seconds; much more on a loaded machine).
+	sctx, cancel := context.WithTimeout(ctx, opencodeStartTimeout)
+	defer cancel()
+	base, err := opencodeAddress(sctx, proc)
+	if err != nil {
+		return nil, startErr(proc, err)
+	}
+	rt = &opencodeRuntime{runtimeProc: proc, base: base, password: password, dir: t.Workspace,
+		client: &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true, MaxIdleConnsPerHost: 4}}}
+	if err := rt.follow(sctx); err != nil {
+		return nil, startErr(proc, err)
+	}
+	rt.dead = make(chan struct{})
+	go func() {
+		select {
+		case <-proc.done:
+		case <-rt.events:
+		}
+		close(rt.dead)
+	}()
+	if t.SessionID != "" {
+		var s struct {
+			ID string `json:"id"`
+		}
+		if err := rt.do(sctx, http.MethodGet, "/session/"+url.PathEscape(t.SessionID), nil, &s); err != nil || s.ID == "" {
+			if _, isHTTP := err.(*opencodeHTTPError); isHTTP || (err == nil && s.ID == "") {
+				e := errs.Wrap(err, errs.ProviderUnavailable, "opencode cannot resume its session %s of this thread", t.SessionID)
+				e.Retryable = false
+				return nil, e
+			}
+			return nil, startErr(proc, err)
+		}
+		rt.session = s.ID
+	} else {
+		var s struct {
+			ID string `json:"id"`
+		}
+		if err := rt.do(sctx, http.MethodPost, "/session", map[string]any{}, &s); err != nil {
+			return nil, startErr(proc, err)
+		}
+		if s.ID == "" {
+			return nil, errs.New(errs.ProviderUnavailable, "opencode created a session without an id")
+		}
+		rt.session = s.ID
+	}
+	ok = true
+	return rt, nil
+}
+
+// opencodeAddress reads opencode serve's stdout up to the line with its
+// address, then keeps draining it (to the process's exit).
+func opencodeAddress(ctx context.Context, p *runtimeProc) (string, error) {
+	found := make(chan string, 1)
+	go func() {
+		br := bufio.NewReader(p.stdout)
+		sent := false
+		for {
+			line, err := br.ReadString('\n')
+			if !sent {
+				if u := opencodeListening.FindString(line); u != "" && strings.Contains(line, "listening") {
+					found <- strings.TrimRight(u, "/")
+					sent = true
+				} else if line != "" {
+					p.stderr.write(line)
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case u := <-found:
+		return u, nil
+	case <-p.done:
+		return "", runtimeCrash(p, nil)
+	case <-ctx.Done():
+		return "", errs.Wrap(context.Cause(ctx), errs.ProviderUnavailable, "opencode did not print its address")
+	}
+}
+
+type opencodeHTTPError struct {
+	method, path string
+	status       int
+	body         string
+}
+
+func (e *opencodeHTTPError) Error() string {
+	return fmt.Sprintf("opencode %s %s: %d %s", e.method, e.path, e.status, e.body)
+}
+
+// do sends a request to the server; result (if not nil) receives its JSON
+// answer.
+func (rt *opencodeRuntime) do(ctx context.Context, method, path string, body, result any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, rt.base+path, rd)
+	if err != nil {
+		return err
+	}
+	rt.auth(req)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := rt.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return runtimeCrash(rt.runtimeProc, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if resp.StatusCode/100 != 2 {
+		return &opencodeHTTPError{method: method, path: path, status: resp.StatusCode, body: redact(lastRunes(strings.TrimSpace(string(b)), 400), rt.secrets)}
+	}
+	if result != nil && len(bytes.TrimSpace(b)) > 0 {
+		return json.Unmarshal(b, result)
+	}
+	return nil
+}
+
+func (rt *opencodeRuntime) auth(req *http.Request) {
+	req.SetBasicAuth("opencode", rt.password)
+	req.Header.Set("x-opencode-directory", rt.dir)
+}
+
+// follow opens the event stream and waits for its first event
+// (server.connected), so that no event of a later turn is missed.
+func (rt *opencodeRuntime) follow(ctx context.Context) error {
+	sctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(sctx, http.MethodGet, rt.base+"/event", nil)
+	if err != nil {
+		cancel()
+		return err
+	}
+	rt.auth(req)
+	req.Header.Set("Accept", "text/event-stream")
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		resp, err := rt.client.Do(req)
+		got <- result{resp, err}
+	}()
+	var resp *http.Response
+	select {
+	case r := <-got:
+		if r.err != nil {
+			cancel()
+			return runtimeCrash(rt.runtimeProc, r.err)
+		}
+		resp = r.resp
+	case <-ctx.Done():
+		cancel()
+		return context.Cause(ctx)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		cancel()
+		return &opencodeHTTPError{method: "GET", path: "/event", status: resp.StatusCode, body: strings.TrimSpace(string(b))}
+	}
+	rt.cancel = cancel
+	rt.events = make(chan struct{})
+	connected := make(chan struct{})
+	go rt.readEvents(resp.Body, connected)
+	select {
+	case <-connected:
+		return nil
+	case <-rt.events:
+		return runtimeCrash(rt.runtimeProc, nil)
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (rt *opencodeRuntime) readEvents(body io.ReadCloser, connected chan struct{}) {
+	defer close(rt.events)
+	defer body.Close()
+	br := bufio.NewReaderSize(body, 64<<10)
+	var data bytes.Buffer
+	first := true
+	for {
+		line, err := br.ReadBytes('\n')
+		line = bytes.TrimRight(line, "\r\n")
+		switch {
+		case len(line) == 0 && err == nil:
+			if data.Len() > 0 {
+				var ev ocEvent
+				if json.Unmarshal(data.Bytes(), &ev) == nil {
+					// /global/event wraps it in a payload.
+					if ev.Type == "" {
+						var w struct {
+							Payload ocEvent `json:"payload"`
+						}
+						if json.Unmarshal(data.Bytes(), &w) == nil {
+							ev = w.Payload
+						}
+					}
+					if first {
+						first = false
+						close(connected)
+					}
+					rt.mu.Lock()
+					h := rt.handler
+					rt.mu.Unlock()
+					if h != nil {
+						h(ev)
+					} else if ev.Type == "permission.asked" || ev.Type == "permission.updated" {
+						// A request with no turn to answer it: refuse.
+						var p struct {
+							ID string `json:"id"`
+						}
+						_ = json.Unmarshal(ev.Properties, &p)
+						go func() { _ = rt.replyPermission(p.ID, "reject", "no deepcode turn is running") }()
+					}
+				}
+				data.Reset()
+			}
+		case bytes.HasPrefix(line, []byte("data:")):
+			if data.Len() > 0 {
+				data.WriteByte('\n')
+			}
+			data.Write(bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" ")))
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (rt *opencodeRuntime) replyPermission(id, reply, message string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	body := map[string]any{"reply": reply}
+	if message != "" && reply == "reject" {
+		body["message"] = message
+	}
+	return rt.do(ctx, http.MethodPost, "/permission/"+url.PathEscape(id)+"/reply", body, nil)
+}
+
+// Close stops the event stream, then the process (and removes its TMPDIR).
+func (rt *opencodeRuntime) Close() {
+	if rt.cancel != nil {
+		rt.cancel()
+	}
+	rt.runtimeProc.Close()
+	rt.client.CloseIdleConnections()
+}
+
+func (op opencodeProvider) Run(ctx context.Context, t *TurnRun) error {
+	bin, err := resolveBinary(t)
+	if err != nil {
+		return err
+	}
+	r, release, _, err := t.pool.acquire(ctx, t.ThreadID, op.key(t, bin), func(ctx context.Context) (agentRuntime, error) { return op.start(ctx, t, bin) })
+	if err != nil {
+		return err
+	}
+	rt := r.(*opencodeRuntime)
+	keep := false
+	defer func() { release(keep) }()
+	if rt.session != t.SessionID {
+		t.Sink.SetSession(rt.session)
+	}
+	ot := &opencodeTurn{t: t, rt: rt, roles: map[string]string{}, parts: map[string]*ocPart{}, counted: map[string]bool{}, events: make(chan ocEvent, 4096)}
+	rt.mu.Lock()
+	rt.handler = func(ev ocEvent) { ot.events <- ev }
+	rt.mu.Unlock()
+	defer func() {
+		rt.mu.Lock()
+		rt.handler = nil
+		rt.mu.Unlock()
+	}()
+	keep, err = ot.run(ctx)
+	return err
+}
+
+// ocPart is an opencode message part mapped to a deepcode item.
+type ocPart struct {
+	id    string // deepcode item id; "" once completed
+	kind  string
+	text  string // what was reported of a text part
+	cmd   CommandPayload
+	fc    FileChangesPayload
+	shown bool // a tool part whose item was started
+}
+
+type opencodeTurn struct {
+	t      *TurnRun
+	rt     *opencodeRuntime
+	roles  map[string]string  // message id → role
+	parts  map[string]*ocPart // by part id
+	held   []ocEvent          // parts of messages whose role is not known yet
+	events chan ocEvent
+	usage  UsagePayload
+	// counted: assistant messages whose tokens are in usage.
+	counted map[string]bool
+	started bool // the session went busy
+	failure error
+	wg      sync.WaitGroup
+}
+
+func (ot *opencodeTurn) run(ctx context.Context) (keep bool, err error) {
+	t := ot.t
+	defer ot.wg.Wait()
+	body := map[string]any{"parts": []any{map[string]any{"type": "text", "text": t.Prompt}}}
+	_, providerID, modelID := opencodeConfig(t)
+	if providerID != "" && modelID != "" {
+		body["model"] = map[string]string{"providerID": providerID, "modelID": modelID}
+	}
+	if err := ot.rt.do(ctx, http.MethodPost, "/session/"+url.PathEscape(ot.rt.session)+"/prompt_async", body, nil); err != nil {
+		if ctx.Err() != nil {
+			return false, context.Cause(ctx)
+		}
+		if _, isHTTP := err.(*opencodeHTTPError); isHTTP {
+			return true, errs.Wrap(err, errs.TaskFailed, "opencode refused the prompt")
+		}
+		return false, err
+	}
+	var grace <-chan time.Time
+	interrupted := false
+	done := ctx.Done()
+	for {
+		select {
+		case ev := <-ot.events:
+			if end := ot.handle(ctx, ev); end {
+				ot.closeItems()
+				ot.finishUsage()
+				if interrupted || ctx.Err() != nil {
+					return true, context.Cause(ctx)
+				}
+				return true, ot.failure
+			}
+		case <-ot.rt.events:
+			// The event stream ended: the server went away.
+			select {
+			case <-ot.rt.done:
+			case <-time.After(2 * time.Second):
+			}
+			ot.closeItems()
+			if interrupted {
+				return false, context.Cause(ctx)
+			}
+			return false, runtimeCrash(ot.rt.runtimeProc, nil)
+		case <-ot.rt.done:
+			ot.closeItems()
+			if interrupted {
+				return false, context.Cause(ctx)
+			}
+			return false, runtimeCrash(ot.rt.runtimeProc, nil)
+		case <-done:
+			done = nil
+			interrupted = true
+			go func() {
+				ictx, cancel := context.WithTimeout(context.Background(), codexInterruptGrace)
+				defer cancel()
+				_ = ot.rt.do(ictx, http.MethodPost, "/session/"+url.PathEscape(ot.rt.session)+"/abort", nil, nil)
+			}()
+			grace = time.After(codexInterruptGrace)
+		case <-grace:
+			ot.rt.kill()
+			ot.closeItems()
+			return false, context.Cause(ctx)
+		}
+	}
+}
+
+type ocMessageInfo struct {
+	ID        string `json:"id"`
+	SessionID string `json:"sessionID"`
+	Role      string `json:"role"`
+	Time      struct {
+		Completed *float64 `json:"completed"`
+	} `json:"time"`
+	Tokens *struct {
+		Input     int64 `json:"input"`
+		Output    int64 `json:"output"`
+		Reasoning int64 `json:"reasoning"`
+		Cache     struct {
+			Read  int64 `json:"read"`
+			Write int64 `json:"write"`
+		} `json:"cache"`
+	} `json:"tokens"`
+	Error *ocError `json:"error"`
+}
+
+type ocError struct {
+	Name string `json:"name"`
+	Data struct {
+		Message     string `json:"message"`
+		StatusCode  int    `json:"statusCode"`
+		IsRetryable bool   `json:"isRetryable"`
+		ProviderID  string `json:"providerID"`
+	} `json:"data"`
+}
+
+type ocPartInfo struct {
+	ID        string `json:"id"`
+	SessionID string `json:"sessionID"`
+	MessageID string `json:"messageID"`
+	Type      string `json:"type"`
+	Text      string `json:"text"`
+	Synthetic bool   `json:"synthetic"`
+	Time      *struct {
+		End *float64 `json:"end"`
+	} `json:"time"`
+	CallID string `json:"callID"`
+	Tool   string `json:"tool"`
+	State  struct {
+		Status   string          `json:"status"`
+		Input    json.RawMessage `json:"input"`
+		Output   string          `json:"output"`
+		Error    string          `json:"error"`
+		Metadata json.RawMessage `json:"metadata"`
+	} `json:"state"`
+	Files []string `json:"files"`
+}
+
+// handle maps one event; end reports the turn's end.
+func (ot *opencodeTurn) handle(ctx context.Context, ev ocEvent) (end bool) {
+	var sid struct {
+		SessionID string `json:"sessionID"`
+		Info      struct {
+			SessionID string `json:"sessionID"`
+		} `json:"info"`
+		Part struct {
+			SessionID string `json:"sessionID"`
+		} `json:"part"`
+	}
+	_ = json.Unmarshal(ev.Properties, &sid)
+	if ev.Type == "permission.asked" || ev.Type == "permission.updated" {
+		// Whichever session asks (the thread's, or a subagent's child
+		// session): this server runs this thread's turn only.
+		ot.wg.Add(1)
+		go func() { defer ot.wg.Done(); ot.approve(ctx, ev) }()
+		return false
+	}
+	if s := firstNonEmpty(sid.SessionID, sid.Info.SessionID, sid.Part.SessionID); s != "" && s != ot.rt.session {
+		return false // another session (a subagent's)
+	}
+	switch ev.Type {
+	case "message.updated":
+		var p struct {
+			Info ocMessageInfo `json:"info"`
+		}
+		_ = json.Unmarshal(ev.Properties, &p)
+		if p.Info.ID == "" {
+			break
+		}
+		if _, known := ot.roles[p.Info.ID]; !known {
+			ot.roles[p.Info.ID] = p.Info.Role
+			ot.release(ctx, p.Info.ID)
+		}
+		if p.Info.Role == "assistant" {
+			ot.started = true
+			if p.Info.Error != nil && p.Info.Error.Name != "MessageAbortedError" {
+				ot.failure = opencodeFailure(p.Info.Error)
+			}
+			if p.Info.Time.Completed != nil && p.Info.Tokens != nil && !ot.counted[p.Info.ID] {
+				ot.counted[p.Info.ID] = true
+				tk := p.Info.Tokens
+				ot.usage.InputTokens += tk.Input
+				ot.usage.OutputTokens += tk.Output
+				ot.usage.ReasoningTokens += tk.Reasoning
+				ot.usage.CachedInputTokens += tk.Cache.Read
+			}
+		}
+	case "message.part.updated":
+		var p struct {
+			Part  ocPartInfo `json:"part"`
+			Delta string     `json:"delta"`
+		}
+		_ = json.Unmarshal(ev.Properties, &p)
+		role, known := ot.roles[p.Part.MessageID]
+		if !known {
+			ot.held = append(ot.held, ev)
+			break
+		}
+		if role == "assistant" {
+			ot.part(ctx, p.Part, p.Delta, false)
+		}
+	case "message.part.delta":
+		var p struct {
+			MessageID string `json:"messageID"`
+			PartID    string `json:"partID"`
+			Field     string `json:"field"`
+			Delta     string `json:"delta"`
+		}
+		_ = json.Unmarshal(ev.Properties, &p)
+		role, known := ot.roles[p.MessageID]
+		if !known {
+			ot.held = append(ot.held, ev)
+			break
+		}
+		if role == "assistant" && p.Field == "text" {
+			ot.textDelta(p.PartID, p.Delta)
+		}
+	case "session.error":
+		var p struct {
+			Error *ocError `json:"error"`
+		}
+		_ = json.Unmarshal(ev.Properties, &p)
+		if p.Error != nil && p.Error.Name != "MessageAbortedError" {
+			ot.failure = opencodeFailure(p.Error)
+		}
+	case "session.status":
+		var p struct {
+			Status struct {
+				Type string `json:"type"`
+			} `json:"status"`
+		}
+		_ = json.Unmarshal(ev.Properties, &p)
+		switch p.Status.Type {
+		case "busy", "retry":
+			ot.started = true
+		case "idle":
+			return ot.started
+		}
+	case "session.idle":
+		return ot.started
+	}
+	return false
+}
+
+// release handles the held events of a message whose role is now known.
+func (ot *opencodeTurn) release(ctx context.Context, messageID string) {
+	held := ot.held
+	ot.held = nil
+	for _, ev := range held {
+		var p struct {
+			MessageID string `json:"messageID"`
+			Part      struct {
+				MessageID string `json:"messageID"`
+			} `json:"part"`
+		}
+		_ = json.Unmarshal(ev.Properties, &p)
+		if firstNonEmpty(p.MessageID, p.Part.MessageID) == messageID {
+			ot.handle(ctx, ev)
+		} else {
+			ot.held = append(ot.held, ev)
+		}
+	}
+}
+
+func (ot *opencodeTurn) textDelta(partID, delta string) {
+	pt := ot.parts[partID]
+	if pt == nil {
+		pt = &ocPart{kind: KindAgentMessage, id: ot.t.Sink.StartItem(KindAgentMessage, MessagePayload{})}
+		ot.parts[partID] = pt
+	}
+	if pt.id == "" || delta == "" {
+		return
+	}
+	pt.text += delta
+	ot.t.Sink.Delta(pt.id, TextDelta{Text: delta})
+}
+
+// part maps a part's new state.
+func (ot *opencodeTurn) part(ctx context.Context, p ocPartInfo, delta string, _ bool) {
+	s := ot.t.Sink
+	switch p.Type {
+	case "text":
+		if p.Synthetic {
+			return
+		}
+		pt := ot.parts[p.ID]
+		if pt == nil {
+			pt = &ocPart{kind: KindAgentMessage, id: s.StartItem(KindAgentMessage, MessagePayload{})}
+			ot.parts[p.ID] = pt
+		}
+		if pt.id == "" {
+			return
+		}
+		// The part carries its whole text; report what is new.
+		if delta == "" && strings.HasPrefix(p.Text, pt.text) {
+			delta = p.Text[len(pt.text):]
+		}
+		if delta != "" {
+			pt.text += delta
+			s.Delta(pt.id, TextDelta{Text: delta})
+		}
+		if p.Time != nil && p.Time.End != nil {
+			text := firstNonEmpty(p.Text, pt.text)
+			s.CompleteItem(pt.id, ItemCompleted, MessagePayload{Text: text})
+			if strings.TrimSpace(text) != "" {
+				s.Response(text)
+			}
+			pt.id = ""
+		}
+	case "tool":
+		ot.tool(p)
+	case "patch":
+		if len(p.Files) == 0 || ot.parts[p.ID] != nil {
+			return
+		}
+		fc := FileChangesPayload{Changes: []FileChange{}}
+		for _, f := range p.Files {
+			fc.Changes = append(fc.Changes, FileChange{Path: f, Action: "update"})
+		}
+		id := s.StartItem(KindFileChange, fc)
+		s.CompleteItem(id, ItemCompleted, fc)
+		ot.parts[p.ID] = &ocPart{kind: KindFileChange}
+	}
+}
+
+// tool maps a tool part: bash to a command execution, edit/write/patch
+// to a file change; other tools (read, grep, …) are not items.
+func (ot *opencodeTurn) tool(p ocPartInfo) {
+	s := ot.t.Sink
+	var in struct {
+		Command     string `json:"command"`
+		FilePath    string `json:"filePath"`
+		Description string `json:"description"`
+	}
+	_ = json.Unmarshal(p.State.Input, &in)
+	pt := ot.parts[p.ID]
+	if pt == nil {
+		pt = &ocPart{}
+		ot.parts[p.ID] = pt
+		switch p.Tool {
+		case "bash":
+			pt.kind = KindCommandExecution
+		case "edit", "write", "patch", "multiedit", "apply_patch":
+			pt.kind = KindFileChange
+		default:
+			return
+		}
+	}
+	if pt.kind == "" {
+		return
+	}
+	if !pt.shown && (len(p.State.Input) > 2 || p.State.Status != "pending") {
+		pt.shown = true
+		switch pt.kind {
+		case KindCommandExecution:
+			pt.cmd = CommandPayload{Command: []string{in.Command}, Cwd: ot.t.Workspace}
+			pt.id = s.StartItem(KindCommandExecution, pt.cmd)
+		case KindFileChange:
+			action := map[string]string{"write": "add", "edit": "update"}[p.Tool]
+			pt.fc = FileChangesPayload{Changes: []FileChange{}}
+			if in.FilePath != "" {
+				pt.fc.Changes = append(pt.fc.Changes, FileChange{Path: in.FilePath, Action: firstNonEmpty(action, "update")})
+			}
+			pt.id = s.StartItem(KindFileChange, pt.fc)
+		}
+	}
+	if pt.id == "" || (p.State.Status != "completed" && p.State.Status != "error") {
+		return
+	}
+	st := ItemCompleted
+	if p.State.Status == "error" {
+		st = ItemFailed
+	}
+	switch pt.kind {
+	case KindCommandExecution:
+		var md struct {
+			Output string `json:"output"`
+			Exit   *int   `json:"exit"`
+		}
+		_ = json.Unmarshal(p.State.Metadata, &md)
+		out := firstNonEmpty(p.State.Output, md.Output, p.State.Error)
+		c := pt.cmd
+		c.ExitCode = md.Exit
+		c.Output = lastRunes(out, execOutputTail)
+		c.OutputBytes = int64(len(out))
+		if out != "" {
+			s.Delta(pt.id, OutputDelta{Stream: "stdout", Text: out})
+		}
+		if md.Exit != nil && *md.Exit != 0 {
+			st = ItemFailed
+		}
+		s.CompleteItem(pt.id, st, c)
+	case KindFileChange:
+		s.CompleteItem(pt.id, st, pt.fc)
+	}
+	pt.id = ""
+}
+
+// closeItems fails the items left open (the turn ended without them).
+func (ot *opencodeTurn) closeItems() {
+	for _, pt := range ot.parts {
+		if pt.id == "" {
+			continue
+		}
+		switch pt.kind {
+		case KindAgentMessage:
+			ot.t.Sink.CompleteItem(pt.id, ItemFailed, MessagePayload{Text: pt.text})
+		case KindCommandExecution:
+			ot.t.Sink.CompleteItem(pt.id, ItemFailed, pt.cmd)
+		default:
+			ot.t.Sink.CompleteItem(pt.id, ItemFailed, pt.fc)
+		}
+		pt.id = ""
+	}
+}
+
+func (ot *opencodeTurn) finishUsage() {
+	if ot.usage.InputTokens > 0 || ot.usage.OutputTokens > 0 {
+		ot.t.Sink.Usage(ot.usage)
+	}
+}
+
+// opencodeFailure maps an opencode message error to deepcode's codes.
+func opencodeFailure(e *ocError) error {
+	msg := strings.TrimSpace(e.Data.Message)
+	if len(msg) > 500 {
+		msg = lastRunes(msg, 500)
+	}
+	low := strings.ToLower(msg)
+	status := e.Data.StatusCode
+	switch {
+	case e.Name == "ProviderAuthError" || status == 401 || status == 403:
+		return errs.New(errs.ProviderAuthFailed, "the model provider refused opencode's credentials: %s", msg)
+	case status == 429 || status == 529 || strings.Contains(low, "rate limit") || strings.Contains(low, "overloaded"):
+		return errs.New(errs.ProviderRateLimited, "the model provider is rate limiting opencode: %s", msg)
+	case status >= 500 || strings.Contains(low, "connect") || strings.Contains(low, "unable to reach"):
+		return errs.New(errs.ProviderUnavailable, "opencode cannot reach its model provider: %s", msg)
+	}
+	if msg == "" {
+		msg = e.Name
+	}
+	return errs.New(errs.TaskFailed, "opencode failed the turn: %s", msg)
+}
+
+// approve turns an opencode permission request into a deepcode approval
+// and replies with the decision.
+func (ot *opencodeTurn) approve(ctx context.Context, ev ocEvent) {
+	var p struct {
+		ID         string          `json:"id"`
+		Permission string          `json:"permission"`
+		Type       string          `json:"type"`
+		Title      string          `json:"title"`
+		Patterns   []string        `json:"patterns"`
+		Pattern    json.RawMessage `json:"pattern"`
+		Metadata   json.RawMessage `json:"metadata"`
+	}
+	_ = json.Unmarshal(ev.Properties, &p)
+	perm := firstNonEmpty(p.Permission, p.Type)
+	var md struct {
+		Command  string `json:"command"`
+		FilePath string `json:"filepath"`
+		Path     string `json:"filePath"`
+	}
+	_ = json.Unmarshal(p.Metadata, &md)
+	details := map[string]string{"provider": "opencode", "permission": perm}
+	kind, summary := "tool", firstNonEmpty(p.Title, perm)
+	switch perm {
+	case "bash":
+		cmd := firstNonEmpty(md.Command, strings.Join(p.Patterns, " "))
+		kind, summary = "command", cmd
+		details["command"] = cmd
+		details["cwd"] = ot.t.Workspace
+	case "edit", "write":
+		path := firstNonEmpty(md.FilePath, md.Path, strings.Join(p.Patterns, " "))
+		kind, summary = "fileChange", "edit "+path
+		details["path"] = path
+	default:
+		if len(p.Patterns) > 0 {
+			details["patterns"] = strings.Join(p.Patterns, " ")
+			summary = perm + " " + details["patterns"]
+		}
+	}
+	if p.Title != "" {
+		details["reason"] = p.Title
+	}
+	ok, err := ot.t.Sink.Approve(ctx, kind, summary, details)
+	reply, msg := "reject", "denied by the user (deepcode approval)"
+	switch {
+	case err != nil:
+		msg = "the turn was stopped"
+	case ok:
+		reply, msg = "once", ""
+	}
+	_ = ot.rt.replyPermission(p.ID, reply, msg)
+}
