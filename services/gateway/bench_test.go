@@ -13,6 +13,7 @@ import (
 
 	"github.com/deepcode-dev/deepcode/services/agentd"
 	"github.com/deepcode-dev/deepcode/shared/api"
+	"github.com/deepcode-dev/deepcode/shared/buildinfo"
 	"github.com/deepcode-dev/deepcode/shared/client/clienttest"
 	"github.com/deepcode-dev/deepcode/shared/rpc"
 	"github.com/deepcode-dev/deepcode/shared/testkit"
@@ -39,7 +40,7 @@ func BenchmarkGatewayThreadRead(b *testing.B) {
 	for _, n := range []int{1, 8, 32} {
 		conns := []*biz{setup}
 		for len(conns) < n {
-			conns = append(conns, mustBiz(b, in))
+			conns = append(conns, bizWhenFree(b, in))
 		}
 		echoes := make([]*rpc.WSConn, n)
 		for i := range echoes {
@@ -87,6 +88,9 @@ func BenchmarkGatewayThreadRead(b *testing.B) {
 		})
 		for _, e := range echoes {
 			e.Close(rpc.CloseNormal, "")
+		}
+		for _, c := range conns[1:] {
+			c.close()
 		}
 		gp50, ep50 := testkit.Percentile(gw, 50), testkit.Percentile(echo, 50)
 		b.ReportMetric(gp50, fmt.Sprintf("µs-p50-%dconn", n))
@@ -137,11 +141,15 @@ func BenchmarkIdleConnectionMemory(b *testing.B) {
 // same turn with one subscriber: the rate agentd itself produces events.
 func BenchmarkFanout(b *testing.B) {
 	in := clienttest.Start(b)
-	words := strings.TrimSpace(strings.Repeat("w ", 10000))
+	// The script provider streams eight words per delta: 80,000 words are
+	// 10,000 delta events (plus the turn's and the item's own).
+	words := strings.TrimSpace(strings.Repeat("w ", 80000))
 	measure := func(n int, key string) (rate float64, perConn int64) {
 		var conns []*biz
 		for range n {
-			conns = append(conns, mustBiz(b, in))
+			c := bizWhenFree(b, in)
+			c.countOnly.Store(true)
+			conns = append(conns, c)
 		}
 		defer func() {
 			for _, c := range conns {
@@ -160,11 +168,14 @@ func BenchmarkFanout(b *testing.B) {
 		conns[0].must(api.MethodEventReplay, map[string]any{"threadId": thread, "after": 0, "maxBytes": 1024}, &head)
 		for _, c := range conns {
 			for {
-				c.mu.Lock()
-				got := int64(len(c.seen))
-				c.mu.Unlock()
+				got := c.events.Load()
 				if got >= head.HeadSequence {
 					break
+				}
+				select {
+				case <-c.peer.Done():
+					b.Fatalf("a connection closed with %d of %d events: %v", got, head.HeadSequence, c.peer.Err())
+				default:
 				}
 				if time.Since(t0) > 5*time.Minute {
 					b.Fatalf("a connection has %d of %d events", got, head.HeadSequence)
@@ -181,5 +192,22 @@ func BenchmarkFanout(b *testing.B) {
 		b.ReportMetric(all, "notifications/s-32conn")
 		b.ReportMetric(one, "notifications/s-1conn")
 		b.ReportMetric(float64(events), "events/turn")
+	}
+}
+
+// bizWhenFree is mustBiz once the gateway has counted closed connections
+// out (a close completes on the gateway a moment after the client's).
+func bizWhenFree(b *testing.B, in *clienttest.Instance) *biz {
+	b.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		c, err := dialBiz(b, in, in.Auth())
+		if err == nil {
+			c.must(api.MethodInitialize, initParams(buildinfo.ProtocolVersion), nil)
+			return c
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("dial /api/rpc: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -37,8 +37,10 @@ type biz struct {
 	t      testing.TB
 	peer   *rpc.Peer
 	events atomic.Int64
-	mu     sync.Mutex
-	seen   map[string]int // "thread/seq" → deliveries
+	// countOnly: count events without decoding them (benchmarks).
+	countOnly atomic.Bool
+	mu        sync.Mutex
+	seen      map[string]int // "thread/seq" → deliveries
 }
 
 func dialBiz(t testing.TB, in *clienttest.Instance, header http.Header) (*biz, error) {
@@ -52,6 +54,10 @@ func dialBiz(t testing.TB, in *clienttest.Instance, header http.Header) (*biz, e
 	c := &biz{t: t, seen: map[string]int{}}
 	mux := rpc.NewMux()
 	mux.HandleFunc(api.NotifyThreadEvent, func(_ context.Context, req *rpc.Request) (any, error) {
+		if c.countOnly.Load() {
+			c.events.Add(1)
+			return nil, nil
+		}
 		var ev struct {
 			ThreadID string `json:"threadId"`
 			Seq      int64  `json:"sequence"`
