@@ -268,20 +268,8 @@ func (s *Scheduler) list(ctx context.Context, p pageParams) (map[string]any, err
 	}
 	q += ` ORDER BY created_at, id LIMIT ?`
 	args = append(args, limit+1)
-	rows, err := s.db.SQL().QueryContext(ctx, q, args...)
+	out, err := queryAll(ctx, s.db.SQL(), scanAutomation, q, args...)
 	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []*Automation{}
-	for rows.Next() {
-		a, err := scanAutomation(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	res := map[string]any{}
@@ -591,20 +579,8 @@ func (s *Scheduler) runs(ctx context.Context, p runsParams) (map[string]any, err
 	}
 	q += ` ORDER BY scheduled_at DESC, id DESC LIMIT ?`
 	args = append(args, limit+1)
-	rows, err := s.db.SQL().QueryContext(ctx, q, args...)
+	out, err := queryAll(ctx, s.db.SQL(), scanRun, q, args...)
 	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []*Run{}
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	res := map[string]any{}

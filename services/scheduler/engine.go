@@ -662,18 +662,5 @@ func (s *Scheduler) claim(ctx context.Context, batch []*claimPlan, now time.Time
 }
 
 func claimedRuns(ctx context.Context, q queryer) ([]*Run, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+runColumns+` FROM automation_runs WHERE status = 'claimed' ORDER BY scheduled_at, id`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*Run
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, q, scanRun, `SELECT `+runColumns+` FROM automation_runs WHERE status = 'claimed' ORDER BY scheduled_at, id`)
 }

@@ -282,3 +282,22 @@ func decodeCursor(c string) (int64, string, error) {
 	}
 	return 0, "", errs.New(errs.InvalidParams, "invalid cursor: pass back nextCursor unchanged")
 }
+
+// queryAll runs q and scans every row with scan; the result is never nil
+// (an empty page encodes as [], not null).
+func queryAll[T any](ctx context.Context, db queryer, scan func(scanner) (T, error), q string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

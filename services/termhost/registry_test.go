@@ -5,10 +5,10 @@ package termhost
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/deepcode-dev/deepcode/shared/testkit"
 	"log/slog"
 	"net"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,32 +19,6 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"go.uber.org/goleak"
 )
-
-func openFDs(t *testing.T) map[string]string {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, e := range ents {
-		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
-			out[e.Name()] = target
-		}
-	}
-	return out
-}
-
-func newFDs(before, after map[string]string) []string {
-	var extra []string
-	for fd, target := range after {
-		if before[fd] != target && !strings.HasPrefix(target, "/proc/") {
-			extra = append(extra, fd+" -> "+target)
-		}
-	}
-	sort.Strings(extra)
-	return extra
-}
 
 // TestRegistryReleasesEverything runs the terminal registry in this
 // process: terminals that exit by themselves, are closed, ignore SIGHUP and
@@ -58,7 +32,7 @@ func TestRegistryReleasesEverything(t *testing.T) {
 		_ = ln.Close()
 	}
 	ignore := goleak.IgnoreCurrent()
-	before := openFDs(t)
+	before := testkit.OpenFDs(t)
 
 	var mu sync.Mutex
 	var notes []map[string]any
@@ -149,7 +123,7 @@ func TestRegistryReleasesEverything(t *testing.T) {
 	}
 
 	goleak.VerifyNone(t, ignore)
-	if extra := newFDs(before, openFDs(t)); len(extra) > 0 {
+	if extra := testkit.NewFDs(before, testkit.OpenFDs(t)); len(extra) > 0 {
 		t.Fatalf("descriptors left open: %v", extra)
 	}
 	mu.Lock()

@@ -4,13 +4,12 @@ package service_test
 
 import (
 	"context"
+	"github.com/deepcode-dev/deepcode/shared/testkit"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -22,35 +21,6 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/service"
 	"go.uber.org/goleak"
 )
-
-// openFDs lists this process's descriptors and what they point to.
-func openFDs(t *testing.T) map[string]string {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, e := range ents {
-		target, err := os.Readlink("/proc/self/fd/" + e.Name())
-		if err != nil {
-			continue // the directory's own descriptor, already closed
-		}
-		out[e.Name()] = target
-	}
-	return out
-}
-
-func newFDs(before, after map[string]string) []string {
-	var extra []string
-	for fd, target := range after {
-		if before[fd] != target && !strings.HasPrefix(target, "/proc/") {
-			extra = append(extra, fd+" -> "+target)
-		}
-	}
-	sort.Strings(extra)
-	return extra
-}
 
 // TestRunReleasesEverything runs the real skeleton in this process, as a
 // supervised service whose supervisor then disappears (its lifeline pipe
@@ -88,7 +58,7 @@ func TestRunReleasesEverything(t *testing.T) {
 		_ = ln.Close()
 	}
 	ignore := goleak.IgnoreCurrent()
-	before := openFDs(t)
+	before := testkit.OpenFDs(t)
 
 	var lifeline [2]int
 	if err := syscall.Pipe2(lifeline[:], syscall.O_CLOEXEC); err != nil {
@@ -167,7 +137,7 @@ func TestRunReleasesEverything(t *testing.T) {
 	}
 
 	goleak.VerifyNone(t, ignore)
-	if extra := newFDs(before, openFDs(t)); len(extra) != 0 {
+	if extra := testkit.NewFDs(before, testkit.OpenFDs(t)); len(extra) != 0 {
 		t.Fatalf("descriptors left open after Run: %v", extra)
 	}
 	if _, err := os.Stat(sock); err == nil {

@@ -498,25 +498,7 @@ or by the supervisor about it (child=agentd). With --json: {"logs":"<text>"}.`,
 			if lines < 0 {
 				return &exitError{code: exitUsage, err: errs.New(errs.UsageError, "--lines must be 0 or more")}
 			}
-			got, err := agentdLogs(a.layout.ServiceLog(), lines)
-			if err != nil {
-				if errs.Is(err, errs.NotFound) {
-					return errs.New(errs.NotFound, "no service log yet at %s: the service has not run with this database", a.layout.ServiceLog())
-				}
-				return err
-			}
-			if a.jsonOut {
-				text := strings.Join(got, "\n")
-				if len(got) > 0 {
-					text += "\n"
-				}
-				a.printJSON(map[string]string{"logs": text})
-				return nil
-			}
-			for _, l := range got {
-				fmt.Fprintln(a.stdout, l)
-			}
-			return nil
+			return a.printLog(agentdLogs(a.layout.ServiceLog(), lines))
 		},
 	}
 	cmd.Flags().IntVarP(&lines, "lines", "n", 50, "how many of the last lines to print")

@@ -264,28 +264,34 @@ func (a *app) logsCommand() *cobra.Command {
 				return logging.TailFollow(cmd.Context(), a.layout.ServiceLog(), lines, a.stdout, 200*time.Millisecond)
 			}
 			got, err := logging.Tail(a.layout.ServiceLog(), lines)
-			if err != nil {
-				if errs.Is(err, errs.NotFound) {
-					return errs.New(errs.NotFound, "no service log yet at %s: the service has not run with this database", a.layout.ServiceLog())
-				}
-				return err
-			}
-			if a.jsonOut {
-				text := strings.Join(got, "\n")
-				if len(got) > 0 {
-					text += "\n"
-				}
-				a.printJSON(map[string]string{"logs": text})
-				return nil
-			}
-			for _, l := range got {
-				fmt.Fprintln(a.stdout, l)
-			}
-			return nil
+			return a.printLog(got, err)
 		},
 	}
 	cmd.Flags().IntVarP(&lines, "lines", "n", 50, "how many of the last lines to print")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing lines as they are written (Ctrl-C ends)")
 	cmd.Flags().BoolVar(&a.jsonOut, "json", false, `print {"logs": "<text>"}`)
 	return cmd
+}
+
+// printLog prints lines read from the service log, or {"logs": text} with
+// --json; a missing log is NOT_FOUND with what it means.
+func (a *app) printLog(got []string, err error) error {
+	if err != nil {
+		if errs.Is(err, errs.NotFound) {
+			return errs.New(errs.NotFound, "no service log yet at %s: the service has not run with this database", a.layout.ServiceLog())
+		}
+		return err
+	}
+	if a.jsonOut {
+		text := strings.Join(got, "\n")
+		if len(got) > 0 {
+			text += "\n"
+		}
+		a.printJSON(map[string]string{"logs": text})
+		return nil
+	}
+	for _, l := range got {
+		fmt.Fprintln(a.stdout, l)
+	}
+	return nil
 }
