@@ -51,6 +51,7 @@ func startUserManager(t *testing.T) *userManager {
 		}
 		t.Cleanup(func() { _ = os.Remove("/run/systemd/system") })
 	}
+	startJournald(t)
 	rt, err := os.MkdirTemp("", "dcsd-")
 	if err != nil {
 		t.Fatal(err)
@@ -162,6 +163,64 @@ type installJSON struct {
 // idle exits without hitting a start or trigger limit, a SIGKILLed service
 // restarted by systemd, stop with drain that stays stopped, uninstall that
 // leaves a manually started instance alone, and nothing left behind.
+// journaldRunning reports whether a journald serves this machine: then the
+// user manager hands the services' stderr to it.
+var journaldRunning bool
+
+// startJournald starts systemd-journald when none runs (a container has
+// none; root can start one), so that the services' stderr reaches a journal
+// that `service logs` reads.
+func startJournald(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/run/systemd/journal/stdout"); err == nil {
+		journaldRunning = true
+		return
+	}
+	bin := "/lib/systemd/systemd-journald"
+	if _, err := os.Stat(bin); err != nil || os.Geteuid() != 0 {
+		t.Logf("no journald runs and none can be started here (binary %v, uid %d): `service logs` under systemd is not checked", err, os.Geteuid())
+		return
+	}
+	cmd := exec.Command(bin)
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Logf("cannot start journald: %v", err)
+		return
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		_ = os.RemoveAll("/run/systemd/journal")
+		journaldRunning = false
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat("/run/systemd/journal/stdout"); err == nil {
+			journaldRunning = true
+			return
+		}
+		select {
+		case <-done:
+			t.Logf("journald exited: %s", log.String())
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Logf("journald did not come up: %s", log.String())
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestSystemdUserUnits(t *testing.T) {
 	um := startUserManager(t)
 	env := testkit.NewEnv(t, testkit.Binaries(t))
@@ -266,6 +325,19 @@ func TestSystemdUserUnits(t *testing.T) {
 	}
 	if u := um.unit(t, agentd); u.ActiveState == "failed" {
 		t.Fatalf("agentd failed: %+v", u)
+	}
+
+	// Under systemd the services log to the journal: `service logs` reads
+	// it there (service.log is the supervisor's).
+	if journaldRunning {
+		testkit.WaitFor(t, time.Minute, "agentd's records in the journal", func() bool {
+			var logs struct{ Logs string }
+			env.MustRun("service", "logs", "--json", "--lines", "500").JSON(t, &logs)
+			return strings.Contains(logs.Logs, "service=agentd") && strings.Contains(logs.Logs, "service=manager")
+		})
+		if r := env.MustRun("service", "logs", "--lines", "3"); strings.Count(r.Stdout, "\n") != 3 || !strings.Contains(r.Stdout, "level=") {
+			t.Fatalf("service logs --lines 3 under systemd:\n%s", r.Stdout)
+		}
 	}
 
 	// SIGKILL of a service: systemd restarts it.

@@ -81,7 +81,9 @@ func runtimeProfiles(t testing.TB, provider, bin, baseURL, credFile, state strin
 	case "codex":
 		extra = fmt.Sprintf("env = { CODEX_HOME = %q }\n", state)
 	case "claude":
-		extra = fmt.Sprintf("env = { CLAUDE_CONFIG_DIR = %q }\n", state)
+		// Claude retries a 429 ten times with backoff (minutes); one
+		// retry keeps the rate-limit test short.
+		extra = fmt.Sprintf("env = { CLAUDE_CONFIG_DIR = %q, CLAUDE_CODE_MAX_RETRIES = \"1\" }\n", state)
 	case "opencode":
 		extra = fmt.Sprintf("env = { XDG_DATA_HOME = %q, XDG_CONFIG_HOME = %q, XDG_CACHE_HOME = %q, XDG_STATE_HOME = %q }\n",
 			filepath.Join(state, "data"), filepath.Join(state, "config"), filepath.Join(state, "cache"), filepath.Join(state, "state"))
@@ -266,6 +268,15 @@ func runtimeSuite(t *testing.T, provider string) *runtimeRig {
 		}
 	})
 
+	t.Run("model rate limit", func(t *testing.T) {
+		th := c.newThread(p)
+		turn := c.start(th.ID, "status 429 slow down")
+		done := c.waitEnded(th.ID, turn.ID)
+		if done.Turn.Status != agentd.StatusFailed || done.Turn.Error == nil || done.Turn.Error.Code != errs.ProviderRateLimited || !done.Turn.Error.Retryable {
+			t.Fatalf("429 turn: %+v %+v", done.Turn, done.Turn.Error)
+		}
+	})
+
 	t.Run("agentd killed mid-turn, agent continues the session", func(t *testing.T) {
 		ws := t.TempDir()
 		var agent agentd.AgentReceipt
@@ -329,6 +340,21 @@ func runtimeSuite(t *testing.T, provider string) *runtimeRig {
 		}
 		if !strings.Contains(string(out), "through the CLI") {
 			t.Fatalf("deepcode exec printed %q", out)
+		}
+	})
+
+	t.Run("deepcode exec without a terminal denies in Ask mode", func(t *testing.T) {
+		ws := t.TempDir()
+		cmd := env.Command(t.Context(), "deepcode", "exec", "--profile", p, "--workspace", ws, "--trust", "shell echo ran > marker.txt\nsay after the request")
+		cmd.Stdin = nil
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, _ := cmd.Output()
+		if !strings.Contains(stderr.String(), "denied: not interactive") {
+			t.Fatalf("deepcode exec: stdout %q stderr %q", out, stderr.String())
+		}
+		if _, err := os.Stat(filepath.Join(ws, "marker.txt")); err == nil {
+			t.Fatal("the command ran although the approval was denied")
 		}
 	})
 	return rig

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deepcode-dev/deepcode/shared/api"
+	"github.com/deepcode-dev/deepcode/shared/client"
 	"github.com/deepcode-dev/deepcode/shared/mgmt"
 	"github.com/deepcode-dev/deepcode/shared/testkit"
 )
@@ -92,6 +94,11 @@ func TestBrowserWebClient(t *testing.T) {
 			answer["ok"] = true
 		case "link":
 			answer["url"] = webLink(t, env).URL
+		case "threads":
+			answer["total"] = addThreads(t, env, workspace, 120)
+		case "drain", "resume":
+			manage(t, env, r.Need)
+			answer["ok"] = true
 		default:
 			answer["error"] = fmt.Sprintf("unknown request %q", r.Need)
 		}
@@ -155,4 +162,62 @@ func killGateway(t *testing.T, env *testkit.Env) {
 		p, s := gatewayPID(t, env)
 		return p != 0 && p != pid && s == "running"
 	})
+}
+
+// addThreads starts n more threads in workspace and returns how many
+// threads the instance has.
+func addThreads(t *testing.T, env *testkit.Env, workspace string, n int) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.ConnectBusiness(ctx, env.Layout(""), client.BusinessOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range n {
+		if err := c.Call(ctx, api.MethodThreadStart, map[string]any{"workspace": workspace, "profile": "script", "title": fmt.Sprintf("listed %03d", i), "trust": true}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := 0
+	for cursor := ""; ; {
+		var page struct {
+			Threads    []json.RawMessage `json:"threads"`
+			NextCursor string            `json:"nextCursor"`
+		}
+		p := map[string]any{"limit": 100}
+		if cursor != "" {
+			p["cursor"] = cursor
+		}
+		if err := c.Call(ctx, api.MethodThreadList, p, &page); err != nil {
+			t.Fatal(err)
+		}
+		total += len(page.Threads)
+		if cursor = page.NextCursor; cursor == "" {
+			return total
+		}
+	}
+}
+
+// manage sends mgmt drain (which answers once nothing is running; the
+// phase stays draining) or resume to the instance.
+func manage(t *testing.T, env *testkit.Env, what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m, err := client.Connect(ctx, env.Layout(""), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if what == "drain" {
+		timeout := 30.0
+		err = m.Call(ctx, mgmt.MethodDrain, mgmt.DrainParams{Timeout: &timeout}, nil)
+	} else {
+		err = m.Call(ctx, mgmt.MethodResume, map[string]any{}, nil)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
 }

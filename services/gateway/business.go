@@ -151,6 +151,7 @@ func (s *session) initialize(req *rpc.Request) (any, error) {
 			Transport:       "websocket",
 			ShutdownScope:   "connection",
 			FrontendBuildID: FrontendBuildID,
+			Phase:           s.b.g.currentPhase(),
 		},
 	}, nil
 }

@@ -388,6 +388,24 @@ func TestBusinessDrain(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// A connection that initializes now is told the phase.
+	initPhase := func() string {
+		t.Helper()
+		late, err := dialBiz(t, in, in.Auth())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer late.close()
+		var ir api.InitializeResult
+		late.must(api.MethodInitialize, initParams(buildinfo.ProtocolVersion), &ir)
+		if ir.ServiceInfo == nil {
+			t.Fatal("initialize without serviceInfo")
+		}
+		return ir.ServiceInfo.Phase
+	}
+	if p := initPhase(); p != mgmt.PhaseDraining {
+		t.Fatalf("initialize during drain reports phase %q", p)
+	}
 	c.mustFail(errs.ServiceDraining, api.MethodThreadStart, map[string]any{"workspace": t.TempDir(), "trust": true})
 	c.mustFail(errs.ServiceDraining, api.MethodTurnStart, map[string]any{"threadId": thread, "messageId": "during", "input": map[string]any{"text": "say no"}})
 	c.must(api.MethodThreadList, map[string]any{}, nil)
@@ -401,6 +419,9 @@ func TestBusinessDrain(t *testing.T) {
 
 	if r := in.Call(t, in.TCP(), mc, mgmt.MethodResume, map[string]any{}); r.Error != nil {
 		t.Fatalf("resume: %+v", r.Error)
+	}
+	if p := initPhase(); p != mgmt.PhaseRunning {
+		t.Fatalf("initialize after resume reports phase %q", p)
 	}
 	after := c.startTurn(thread, "after", "say resumed")
 	c.waitTurn(thread, after.ID, agentd.StatusCompleted)

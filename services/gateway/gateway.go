@@ -6,6 +6,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/deepcode-dev/deepcode/shared/activation"
@@ -60,6 +62,20 @@ type Gateway struct {
 	sessions *Sessions
 	business *business
 	bg       sync.WaitGroup
+	// phase is the last phase the manager announced (service.phase), ""
+	// before the first: initialize reports it to each new connection.
+	phase atomic.Value
+}
+
+// currentPhase is the phase a connection initializing now is told.
+func (g *Gateway) currentPhase() string {
+	if p, _ := g.phase.Load().(string); p != "" {
+		return p
+	}
+	if g.svc.Draining() {
+		return mgmt.PhaseDraining
+	}
+	return mgmt.PhaseRunning
 }
 
 func setup(_ context.Context, svc *service.Service) error {
@@ -83,6 +99,12 @@ func setup(_ context.Context, svc *service.Service) error {
 		}
 	}
 	svc.LinkRPC.Handle(api.NotifyServicePhase, rpc.HandlerFunc(func(_ context.Context, req *rpc.Request) (any, error) {
+		var p struct {
+			Phase string `json:"phase"`
+		}
+		if err := json.Unmarshal(req.Params, &p); err == nil && p.Phase != "" {
+			g.phase.Store(p.Phase)
+		}
 		msg, err := rpc.NewNotification(req.Method, req.Params)
 		if err != nil {
 			return nil, err

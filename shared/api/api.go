@@ -116,6 +116,10 @@ type ServiceInfo struct {
 	// FrontendBuildID identifies the packaged web client the gateway
 	// serves; the page checks it against its own before normal use.
 	FrontendBuildID string `json:"frontendBuildId,omitempty"`
+	// Phase is the service's phase when the connection initialized
+	// ("running", "draining", "stopping"); later changes arrive as
+	// service.phase notifications.
+	Phase string `json:"phase,omitempty"`
 }
 
 // InitializeResult answers initialize.

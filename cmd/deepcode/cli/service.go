@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os/exec"
 	"sort"
 	"strings"
 	"time"
@@ -246,7 +248,7 @@ func (a *app) logsCommand() *cobra.Command {
 	var follow bool
 	cmd := &cobra.Command{
 		Use:   "logs",
-		Short: "Print the service log",
+		Short: "Print the service log (from the journal when installed under systemd)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := a.setup(cmd, nil); err != nil {
@@ -257,6 +259,9 @@ func (a *app) logsCommand() *cobra.Command {
 			}
 			if follow && a.jsonOut {
 				return &exitError{code: exitUsage, err: errs.New(errs.UsageError, "--follow cannot be combined with --json")}
+			}
+			if args, ok := a.journalLogArgs(lines, follow); ok {
+				return a.journalLogs(cmd.Context(), args)
 			}
 			if follow {
 				// One open of the file for the tail and the follow: nothing
@@ -271,6 +276,55 @@ func (a *app) logsCommand() *cobra.Command {
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing lines as they are written (Ctrl-C ends)")
 	cmd.Flags().BoolVar(&a.jsonOut, "json", false, `print {"logs": "<text>"}`)
 	return cmd
+}
+
+// journalLogArgs are journalctl's arguments when this database is installed
+// under a service manager that logs to the journal (systemd); ok is false
+// otherwise, and the logs are in service.log.
+func (a *app) journalLogArgs(lines int, follow bool) ([]string, bool) {
+	m, err := newServiceManager(a.layout)
+	if err != nil {
+		return nil, false
+	}
+	j, ok := m.(interface {
+		journalArgs(lines int, follow bool) []string
+	})
+	if !ok {
+		return nil, false
+	}
+	if rec, err := m.Installed(); err != nil || rec == nil {
+		return nil, false
+	}
+	return j.journalArgs(lines, follow), true
+}
+
+// journalLogs prints the instance's records from the journal through
+// journalctl, which is how the journal is read without linking libsystemd.
+func (a *app) journalLogs(ctx context.Context, args []string) error {
+	bin, err := exec.LookPath("journalctl")
+	if err != nil {
+		return errs.New(errs.NotFound, "this instance is installed under systemd, whose services log to the journal, and journalctl is not on PATH: install systemd's journalctl or read the journal with another tool")
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if !a.jsonOut {
+		cmd.Stdout = a.stdout
+		if err := cmd.Run(); err != nil && ctx.Err() == nil {
+			return errs.New(errs.Internal, "journalctl %s failed: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		}
+		return nil
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		return errs.New(errs.Internal, "journalctl %s failed: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	text := strings.TrimRight(string(out), "\n")
+	var got []string
+	if text != "" {
+		got = strings.Split(text, "\n")
+	}
+	return a.printLog(got, nil)
 }
 
 // printLog prints lines read from the service log, or {"logs": text} with

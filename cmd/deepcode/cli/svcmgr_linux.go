@@ -9,6 +9,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/deepcode-dev/deepcode/shared/errs"
@@ -376,4 +377,24 @@ func (m *systemdManager) Doctor(ctx context.Context, rec *installRecord) []docto
 		}
 	}
 	return out
+}
+
+// journalArgs are journalctl's arguments for the last lines of every
+// service of this instance (following with follow). Under systemd the
+// services write to stderr, which the user manager hands to journald, so
+// their records live in the journal rather than in service.log. Each unit
+// is matched both as a user unit (_SYSTEMD_USER_UNIT, a normal user's
+// manager) and as a unit (_SYSTEMD_UNIT, which journald records for the
+// user manager of root); exact names, because a pattern that matches no
+// unit yet is an error.
+func (m *systemdManager) journalArgs(lines int, follow bool) []string {
+	args := []string{"--no-pager", "--quiet", "--output=cat", "--lines=" + strconv.Itoa(lines)}
+	if follow {
+		args = append(args, "--follow")
+	}
+	for _, s := range units.Services {
+		name := units.ServiceUnit(s.Name, m.layout.DBID)
+		args = append(args, "--unit="+name, "--user-unit="+name)
+	}
+	return args
 }

@@ -26,9 +26,14 @@ export interface NewThread {
 }
 
 const SELECTED_KEY = 'deepcode.selectedThread';
+/** Threads read per thread/list page. */
+const THREAD_PAGE = 100;
 
 export class Controller {
   threads: Thread[] = [];
+  /** Where the next page of the thread list starts; undefined when the list is complete. */
+  threadsCursor: string | undefined;
+  loadingThreads = false;
   model: ThreadModel | null = null;
   selectedItem: string | null = null;
   recovering = false;
@@ -77,13 +82,34 @@ export class Controller {
     return this.threads.find((t) => t.id === this.model?.threadId);
   }
 
+  /** Reads the first page of the thread list again. */
   async refreshThreads(): Promise<void> {
     try {
-      const res = await this.rt.call<{ threads: Thread[] }>('thread/list', { limit: 200 });
+      const res = await this.rt.call<{ threads: Thread[]; nextCursor?: string }>('thread/list', { limit: THREAD_PAGE });
       this.threads = res.threads;
+      this.threadsCursor = res.nextCursor || undefined;
       this.changed();
     } catch (err) {
       this.report('thread/list', err);
+    }
+  }
+
+  /** Appends the next page of the thread list. */
+  async moreThreads(): Promise<void> {
+    const cursor = this.threadsCursor;
+    if (!cursor || this.loadingThreads) return;
+    this.loadingThreads = true;
+    this.changed();
+    try {
+      const res = await this.rt.call<{ threads: Thread[]; nextCursor?: string }>('thread/list', { limit: THREAD_PAGE, cursor });
+      const seen = new Set(this.threads.map((t) => t.id));
+      this.threads = [...this.threads, ...res.threads.filter((t) => !seen.has(t.id))];
+      this.threadsCursor = res.nextCursor || undefined;
+    } catch (err) {
+      this.report('thread/list', err);
+    } finally {
+      this.loadingThreads = false;
+      this.changed();
     }
   }
 

@@ -233,7 +233,7 @@ export class BrowserRuntime {
       this.attempt = 0;
       const reconnect = this.connectedOnce;
       this.connectedOnce = true;
-      this.phase = 'running';
+      this.phase = init.serviceInfo?.phase || 'running';
       this.setState({ kind: 'connected' });
       const w = this.waiters;
       this.waiters = [];

@@ -102,6 +102,8 @@ export interface ServiceInfo {
   transport: string;
   shutdownScope: string;
   frontendBuildId?: string;
+  /** The phase when this connection initialized; changes follow as service.phase. */
+  phase?: string;
 }
 
 export interface InitializeResult {

@@ -128,6 +128,11 @@ function ThreadList({ ctl }: Props) {
           </li>`,
         )}
       </ul>
+      ${ctl.threadsCursor
+        ? html`<button class="link" data-testid="more-threads" onClick=${() => void ctl.moreThreads()} disabled=${ctl.loadingThreads || !ctl.rt.connected}>
+            ${ctl.loadingThreads ? 'loading…' : 'more threads'}
+          </button>`
+        : null}
     </nav>
   `;
 }

@@ -323,7 +323,31 @@ try {
   const counted = await countEach(page, ['one', 'two', 'three', 'hello from the browser', 'approved!']);
   check(Object.values(counted).every((n) => n === 1), `one, two, three (and earlier turns) shown exactly once (${JSON.stringify(counted)})`);
 
-  // 8. Log out: the session ends and its sockets are refused.
+  // 8. A long thread list is read page by page.
+  const { total } = await ask('threads');
+  await page.click('nav.threads h3 button');
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid=thread]').length === 100, null, { timeout: TIMEOUT });
+  check(await page.locator('[data-testid=more-threads]').isVisible(), `the list shows a page of 100 of ${total} threads and offers more`);
+  await page.click('[data-testid=more-threads]');
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=thread]').length === n, total, { timeout: TIMEOUT });
+  check((await page.locator('[data-testid=more-threads]').count()) === 0, `"more threads" reads the rest: ${total} listed, no more offered`);
+
+  // 9. Drain: a page that connects meanwhile is told at once; resume
+  //    reaches the open page as a notification.
+  await ask('drain');
+  await page.waitForSelector('[data-testid=phase][data-phase=draining]', { timeout: TIMEOUT });
+  const late = await context.newPage();
+  await late.goto(`${origin}/`);
+  await waitConnected(late);
+  await late.waitForSelector('[data-testid=phase][data-phase=draining]', { timeout: TIMEOUT });
+  check(true, 'a page connecting during a drain shows the draining phase from initialize');
+  await ask('resume');
+  await late.waitForSelector('[data-testid=phase][data-phase=running]', { timeout: TIMEOUT });
+  await page.waitForSelector('[data-testid=phase][data-phase=running]', { timeout: TIMEOUT });
+  check(true, 'resume reaches both pages');
+  await late.close();
+
+  // 10. Log out: the session ends and its sockets are refused.
   await page.click('button:has-text("Log out")');
   await page.waitForSelector('[data-testid=blocked][data-state=signedOut]', { timeout: TIMEOUT });
   check((await probeSocket(page, `ws://127.0.0.1:${port}/api/rpc`)) === 'closed 1006', 'after logging out the page cannot open /api/rpc');
