@@ -191,8 +191,7 @@ func managerProxy(sock string, svc *service.Service) *httputil.ReverseProxy {
 	transport := &http.Transport{
 		Proxy: nil,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
+			return activation.Dial(ctx, "unix", sock) // a named pipe on Windows
 		},
 		MaxIdleConns:          4,
 		IdleConnTimeout:       30 * time.Second,

@@ -1,5 +1,3 @@
-//go:build !windows
-
 package supervisor
 
 import (
@@ -7,23 +5,17 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/deepcode-dev/deepcode/shared/activation"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/paths"
 	"github.com/deepcode-dev/deepcode/shared/service"
-	"golang.org/x/sys/unix"
 )
-
-const exeSuffix = ""
 
 // healthyRun resets the restart throttle: a child that ran this long before
 // failing is not in a crash loop.
@@ -43,7 +35,8 @@ type childProc struct {
 }
 
 // halt stops the child (TERM, then KILL of its group after the stop
-// timeout) and waits for its loop to end.
+// timeout; on Windows, the end of its lifeline, then its job) and waits for
+// its loop to end.
 func (c *childProc) halt() {
 	c.haltOnce.Do(func() { close(c.stop) })
 	<-c.done
@@ -58,12 +51,18 @@ func (c *childProc) stopped() bool {
 	}
 }
 
+// lazy reports a child started on its first connection; where the platform
+// cannot hand a listener over (Windows), on-demand services start at once.
+func (c *childProc) lazy() bool { return c.spec.lazy() }
+
+func (c Child) lazy() bool { return c.OnDemand && startsOnDemand }
+
 func (c *childProc) loop(ctx context.Context) {
 	defer close(c.done)
 	log := c.sup.log.With("child", c.spec.Name)
 	failures := 0
 	for {
-		if c.spec.OnDemand {
+		if c.lazy() {
 			ok, err := waitReadable(c.sup.listeners[c.spec.Sockets[0]], c.stop)
 			if err != nil {
 				log.Error("cannot wait for connections: the service will not start on demand", "err", err)
@@ -93,7 +92,7 @@ func (c *childProc) loop(ctx context.Context) {
 			<-c.stop
 			return
 		}
-		if code == 0 && c.spec.OnDemand {
+		if code == 0 && c.lazy() {
 			failures = 0
 			log.Info("exited when idle; waiting for the next connection")
 			continue
@@ -120,41 +119,27 @@ func describe(st *os.ProcessState) string {
 	return st.String()
 }
 
-// runOnce starts the service through the exec trampoline and waits for it
-// to exit or for halt.
+// runOnce starts the service (through the exec trampoline on Unix) and waits
+// for it to exit or for halt.
 func (c *childProc) runOnce(ctx context.Context) (*os.ProcessState, error) {
 	s := c.sup
-	var files []*os.File
-	for _, name := range c.spec.Sockets {
-		files = append(files, s.files[name])
-	}
-	lifelineFD := 3 + len(files)
-	files = append(files, s.lifelineR)
-
 	out, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(s.self, "--database", s.layout.Database, "--log-level", s.cfg.Log.Level)
-	cmd.Env = append(childEnviron(),
-		activationEnv(c.bin, c.spec.Sockets)...)
-	cmd.Env = append(cmd.Env,
-		service.EnvInstanceID+"="+s.instanceID,
-		service.EnvSupervisorPID+"="+strconv.Itoa(os.Getpid()),
-		service.EnvLifelineFD+"="+strconv.Itoa(lifelineFD),
-		service.EnvPort+"="+strconv.Itoa(s.port),
-		paths.EnvHome+"="+s.layout.Home,
-		"DEEPCODE_SERVICES="+c.servicesEnv,
-	)
-	cmd.ExtraFiles = files
+	cmd, run, err := c.command()
+	if err != nil {
+		_ = out.Close()
+		_ = outW.Close()
+		return nil, err
+	}
 	cmd.Stdin = nil
 	cmd.Stdout = outW
 	cmd.Stderr = outW
-	// Its own process group: a terminal's Ctrl-C reaches the supervisor
-	// only, which then stops the children in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = cmd.Start()
 	_ = outW.Close()
+	run.started(cmd, err)
+	defer run.release()
 	if err != nil {
 		_ = out.Close()
 		return nil, err
@@ -179,24 +164,31 @@ func (c *childProc) runOnce(ctx context.Context) (*os.ProcessState, error) {
 	case <-c.stop:
 	case <-ctx.Done():
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
+	run.terminate(cmd)
 	grace := time.NewTimer(s.cfg.Service.StopTimeout + 5*time.Second)
 	defer grace.Stop()
 	select {
 	case <-waited:
 	case <-grace.C:
 		c.sup.log.Warn("did not stop in time; killing", "child", c.spec.Name)
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		run.kill(cmd)
 		<-waited
 	}
 	return cmd.ProcessState, nil
 }
 
-func activationEnv(target string, names []string) []string {
+// supervisionEnv is what every child is told about its instance and its
+// supervisor; lifeline is the read end of the lifeline (a descriptor, or on
+// Windows a handle).
+func (c *childProc) supervisionEnv(lifeline string) []string {
+	s := c.sup
 	return []string{
-		activation.EnvTrampoline + "=" + target,
-		"LISTEN_FDS=" + strconv.Itoa(len(names)),
-		"LISTEN_FDNAMES=" + strings.Join(names, ":"),
+		service.EnvInstanceID + "=" + s.instanceID,
+		service.EnvSupervisorPID + "=" + strconv.Itoa(os.Getpid()),
+		service.EnvLifelineFD + "=" + lifeline,
+		service.EnvPort + "=" + strconv.Itoa(s.port),
+		paths.EnvHome + "=" + s.layout.Home,
+		"DEEPCODE_SERVICES=" + c.servicesEnv,
 	}
 }
 
@@ -205,7 +197,8 @@ func activationEnv(target string, names []string) []string {
 func childEnviron() []string {
 	drop := []string{"LISTEN_PID=", "LISTEN_FDS=", "LISTEN_FDNAMES=", "NOTIFY_SOCKET=", "WATCHDOG_PID=", "WATCHDOG_USEC=",
 		activation.EnvTrampoline + "=", service.EnvInstanceID + "=", service.EnvSupervisorPID + "=",
-		service.EnvLifelineFD + "=", service.EnvPort + "=", paths.EnvHome + "=", "DEEPCODE_SERVICES="}
+		service.EnvLifelineFD + "=", service.EnvPort + "=", paths.EnvHome + "=", "DEEPCODE_SERVICES=",
+		service.EnvStopRequestFD + "="}
 	var out []string
 next:
 	for _, kv := range os.Environ() {
@@ -236,41 +229,4 @@ func copyLines(r io.ReadCloser, w io.Writer) {
 			return
 		}
 	}
-}
-
-// waitReadable blocks until a connection is pending on ln (without
-// accepting it: the service will) or stop is closed (false). It waits in the
-// runtime's poller, so no thread and no timer are used while waiting, on a
-// duplicate of the listening socket: a net.Listener's own RawConn refuses
-// Read (EINVAL), an *os.File's does not.
-func waitReadable(ln net.Listener, stop <-chan struct{}) (bool, error) {
-	f, err := activation.File(ln)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return false, err
-	}
-	finished := make(chan struct{})
-	defer close(finished)
-	go func() {
-		select {
-		case <-stop:
-			_ = f.SetReadDeadline(time.Now())
-		case <-finished:
-		}
-	}()
-	err = rc.Read(func(fd uintptr) bool {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, perr := unix.Poll(fds, 0)
-		return perr == nil && n > 0
-	})
-	select {
-	case <-stop:
-		return false, nil
-	default:
-	}
-	return err == nil, err
 }

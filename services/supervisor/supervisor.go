@@ -1,12 +1,12 @@
-//go:build !windows
-
 // Package supervisor is deepcode-supervisor, the activation shim for
 // platforms and runs without a service manager: it holds instance.lock for
 // the instance's whole life, creates the identity, binds every socket,
 // starts the always-on services at once and the on-demand ones on their
 // first connection, passes sockets with LISTEN_FDS through an exec
 // trampoline, restarts abnormal exits with a throttle, and stops everything
-// in order.
+// in order. On Windows, where a named pipe cannot be handed to a child, it
+// checks the pipes instead and starts every service at once, each binding
+// its own pipe (supervisor_windows.go).
 package supervisor
 
 import (
@@ -19,7 +19,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,7 +33,6 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/paths"
 	"github.com/deepcode-dev/deepcode/shared/service"
 	"github.com/spf13/pflag"
-	"golang.org/x/sys/unix"
 )
 
 // Exit statuses beyond service's.
@@ -89,6 +87,10 @@ func Main(args []string) int {
 	if err != nil {
 		return fail(service.ExitConfig, err)
 	}
+	s := &Supervisor{}
+	if layout, err = s.adoptLaunchEnvironment(layout); err != nil {
+		return fail(service.ExitConfig, err)
+	}
 	cfg, err := config.Load(config.LoadOptions{
 		File:     paths.ConfigFile(layout.Home),
 		Flags:    fs,
@@ -113,7 +115,7 @@ func Main(args []string) int {
 	level, _ := logging.ParseLevel(cfg.Log.Level)
 	log, _, _ := logging.New(logging.Options{Service: "supervisor", Level: level, Writer: logOut})
 
-	s := &Supervisor{layout: layout, cfg: cfg, log: log, logOut: logOut}
+	s.layout, s.cfg, s.log, s.logOut = layout, cfg, log, logOut
 	code, err := s.run(status)
 	if err != nil {
 		log.Error("start failed", "err", err)
@@ -124,31 +126,9 @@ func Main(args []string) int {
 
 func ptr[T any](v T) *T { return &v }
 
-// keepOnlyOwnFiles closes every descriptor above stderr that the launcher
-// left open without close-on-exec (a shell's `exec 3>…`, make's jobserver
-// pipe, a CI runner's pipes), except the status descriptor. The supervisor
-// would otherwise hold it for the instance's whole life, and so would every
-// service it starts: os/exec passes a child its ExtraFiles but does not
-// close the others. Descriptors the Go runtime opened itself are always
-// close-on-exec, so they are told apart from inherited ones and kept.
-func keepOnlyOwnFiles(statusFD int) {
-	ents, err := os.ReadDir("/dev/fd")
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		fd, err := strconv.Atoi(e.Name())
-		if err != nil || fd <= 2 || fd == statusFD {
-			continue
-		}
-		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
-			_ = unix.Close(fd)
-		}
-	}
-}
-
 // Supervisor is one running instance.
 type Supervisor struct {
+	platform   // what only one family of systems has (supervisor_unix.go, supervisor_windows.go)
 	layout     *paths.Layout
 	cfg        *config.Config
 	log        *slog.Logger
@@ -158,14 +138,11 @@ type Supervisor struct {
 	token      string
 	port       int
 	listeners  map[string]net.Listener
-	// fromLaunchd names the listeners launchd created (a LaunchAgent's
-	// Sockets): their socket files are launchd's, never unlinked here.
-	fromLaunchd map[string]bool
-	files       map[string]*os.File // dups passed to children
-	lifeline    *os.File            // write end: children see EOF when we die
-	lifelineR   *os.File
-	children    []*childProc
-	fatal       chan error
+	children   []*childProc
+	fatal      chan error
+	// stopRequests carries the manager's requests to stop the instance
+	// where they do not arrive as a signal (Windows).
+	stopRequests chan struct{}
 }
 
 func (s *Supervisor) run(status *statusWriter) (int, error) {
@@ -210,22 +187,14 @@ func (s *Supervisor) run(status *statusWriter) (int, error) {
 	}
 	defer s.unbind(present)
 
-	activatedBy := "supervisor"
-	if len(s.fromLaunchd) > 0 {
-		// Stop goes through launchd (bootout), so that it does not restart
-		// the job: the CLI recognises a managed instance by this name.
-		activatedBy = "launchd"
-	}
-	inst := discovery.NewInstance(s.layout, s.instanceID, os.Getpid(), s.port, activatedBy)
+	inst := discovery.NewInstance(s.layout, s.instanceID, os.Getpid(), s.port, s.activatedBy())
 	if err := discovery.WriteInstance(s.layout, inst); err != nil {
 		return service.ExitFailure, errs.Wrap(err, errs.StartFailed, "cannot write %s", s.layout.InstanceJSON())
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
+	if err := s.openLifeline(); err != nil {
 		return service.ExitFailure, err
 	}
-	s.lifelineR, s.lifeline = r, w
-	defer func() { _ = s.lifeline.Close(); _ = s.lifelineR.Close() }()
+	defer s.closeLifeline()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -234,6 +203,7 @@ func (s *Supervisor) run(status *statusWriter) (int, error) {
 	defer signal.Stop(signals)
 
 	s.fatal = make(chan error, len(present))
+	s.stopRequests = make(chan struct{}, 1)
 	servicesEnv := servicesList(present)
 	for _, c := range present {
 		cp := &childProc{sup: s, spec: c, bin: binaryPath(binDir, c.Name), servicesEnv: servicesEnv, stop: make(chan struct{}), done: make(chan struct{})}
@@ -254,6 +224,8 @@ func (s *Supervisor) run(status *statusWriter) (int, error) {
 		case err := <-s.fatal:
 			s.log.Error("stopping after a fatal service error", "err", err)
 			code = service.ExitFailure
+		case <-s.stopRequests:
+			s.log.Info("stopping", "requestedBy", "manager")
 		}
 		break
 	}
@@ -278,7 +250,7 @@ func servicesList(cs []Child) string {
 			continue
 		}
 		how := "always"
-		if c.OnDemand {
+		if c.lazy() {
 			how = "on-demand"
 		}
 		parts = append(parts, c.Name+"="+how)
@@ -295,63 +267,18 @@ func binaryPath(dir, name string) string {
 	return ""
 }
 
-// fromLaunchd receives a LaunchAgent's sockets; tests replace it.
-var fromLaunchd = activation.FromLaunchd
-
-// bind takes the sockets launchd created for this job (when a LaunchAgent
-// started it) and binds every other socket once; children receive
-// duplicates.
-func (s *Supervisor) bind(present []Child) error {
-	var specs []activation.Spec
+// socketNames are the Unix sockets (on Windows the named pipes) of the
+// services present, in start order: every socket but the gateway's TCP port.
+func socketNames(present []Child) []string {
+	var names []string
 	for _, c := range present {
 		for _, name := range c.Sockets {
-			if name == "http" {
-				continue
+			if name != "http" {
+				names = append(names, name)
 			}
-			specs = append(specs, activation.Spec{Name: name, Kind: activation.Unix, Path: s.layout.Socket(name + ".sock")})
 		}
 	}
-	launched, _, err := fromLaunchd(append(specs, activation.Spec{Name: "http", Kind: activation.TCP, Port: s.cfg.Port}))
-	if err != nil {
-		return err
-	}
-	s.fromLaunchd = map[string]bool{}
-	var rest []activation.Spec
-	for _, sp := range specs {
-		if launched[sp.Name] != nil {
-			s.fromLaunchd[sp.Name] = true
-		} else {
-			rest = append(rest, sp)
-		}
-	}
-	lns, err := activation.Bind(rest)
-	if err != nil {
-		closeAll(launched)
-		return err
-	}
-	for name, ln := range launched {
-		lns[name] = ln
-	}
-	s.listeners = lns
-	tcp := launched["http"]
-	if tcp != nil {
-		s.fromLaunchd["http"] = true
-	} else if tcp, err = s.bindTCP(); err != nil {
-		closeAll(lns)
-		return err
-	}
-	s.listeners["http"] = tcp
-	s.port = activation.Port(tcp)
-	s.files = map[string]*os.File{}
-	for name, ln := range s.listeners {
-		f, err := activation.File(ln)
-		if err != nil {
-			closeAll(s.listeners)
-			return errs.Wrap(err, errs.StartFailed, "cannot pass socket %s", name)
-		}
-		s.files[name] = f
-	}
-	return nil
+	return names
 }
 
 // bindTCP binds the port. If the previous instance of this database used the
@@ -374,26 +301,6 @@ func (s *Supervisor) bindTCP() (net.Listener, error) {
 		}
 	}
 	return nil, err
-}
-
-func closeAll(lns map[string]net.Listener) {
-	for _, ln := range lns {
-		_ = ln.Close()
-	}
-}
-
-func (s *Supervisor) unbind(present []Child) {
-	for _, f := range s.files {
-		_ = f.Close()
-	}
-	closeAll(s.listeners)
-	for _, c := range present {
-		for _, name := range c.Sockets {
-			if name != "http" && !s.fromLaunchd[name] {
-				_ = os.Remove(s.layout.Socket(name + ".sock"))
-			}
-		}
-	}
 }
 
 // stopAll stops the children in reverse start order (gateway before the

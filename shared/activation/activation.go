@@ -106,7 +106,9 @@ func kindOf(ln net.Listener) Kind {
 	return TCP
 }
 
-// Bind binds every spec itself (foreground mode and the supervisor).
+// Bind binds every spec itself (foreground mode and the supervisor). A Unix
+// spec is a Unix socket at its Path, except on Windows, where it is the
+// named pipe that stands for that path (SocketPipe).
 func Bind(specs []Spec) (map[string]net.Listener, error) {
 	got := map[string]net.Listener{}
 	for _, s := range specs {
@@ -114,7 +116,7 @@ func Bind(specs []Spec) (map[string]net.Listener, error) {
 		var err error
 		switch s.Kind {
 		case Unix:
-			ln, err = BindUnix(s.Path)
+			ln, err = bindSocket(s.Path)
 		case TCP:
 			ln, err = BindTCP(s.Port)
 		}

@@ -3,11 +3,24 @@
 package activation
 
 import (
+	"context"
 	"net"
 	"os"
 
 	"golang.org/x/sys/unix"
 )
+
+// bindSocket binds a Unix spec: the socket file at path.
+func bindSocket(path string) (net.Listener, error) { return BindUnix(path) }
+
+// Dial connects to a service's socket: network "unix" and a socket path (a
+// Layout.Socket path or an instance.json socket), or "tcp" and host:port.
+// On Windows a "unix" address is reached as its named pipe (SocketPipe):
+// every client of a service socket dials through here.
+func Dial(ctx context.Context, network, address string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, network, address)
+}
 
 // listenUnixPrivate binds with a umask that makes the socket 0600 from its
 // first instant (chmod after bind would leave a window).

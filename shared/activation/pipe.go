@@ -1,6 +1,7 @@
 package activation
 
 import (
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -28,6 +29,39 @@ func PipeName(dbID, name string) (string, error) {
 		return "", errs.New(errs.Internal, "invalid pipe name parts %q, %q", dbID, name)
 	}
 	return PipePrefix + dbID + "-" + name, nil
+}
+
+// SocketPipe is the named pipe that stands for the Unix socket path on
+// Windows. A socket path is <runtime dir>/<db-id>/<name>.sock
+// (paths.Layout.Socket), so the database id is the name of the socket's
+// folder and the service is the file's name: .../abcdef234567/manager.sock
+// is \\.\pipe\deepcode-abcdef234567-manager. Services bind (activation.Bind)
+// and clients dial (Dial) the same socket paths on every system; only
+// Windows turns them into pipes.
+func SocketPipe(path string) (string, error) {
+	dbID, name, err := socketPipeParts(path)
+	if err != nil {
+		return "", err
+	}
+	return PipeName(dbID, name)
+}
+
+func socketPipeParts(path string) (dbID, name string, err error) {
+	name = filepath.Base(path)
+	if !strings.HasSuffix(name, ".sock") {
+		return "", "", errs.New(errs.Internal, "%q is not a deepcode socket path (<db-id>%c<name>.sock)", path, filepath.Separator)
+	}
+	dbID = filepath.Base(filepath.Dir(path))
+	if _, err := PipeName(dbID, name); err != nil {
+		return "", "", errs.New(errs.Internal, "%q is not a deepcode socket path (<db-id>%c<name>.sock)", path, filepath.Separator)
+	}
+	return dbID, name, nil
+}
+
+// IsPipeName reports whether address is a deepcode pipe name (as
+// instance.json records the sockets on Windows) rather than a socket path.
+func IsPipeName(address string) bool {
+	return strings.HasPrefix(address, PipePrefix)
 }
 
 // PipeSDDL is the security descriptor of a deepcode pipe: a protected DACL

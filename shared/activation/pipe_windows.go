@@ -59,6 +59,26 @@ func pipeTaken(err error) bool {
 		errors.Is(err, windows.ERROR_PIPE_BUSY) || errors.Is(err, windows.ERROR_FILE_EXISTS)
 }
 
+// Dial connects to a service's socket: network "unix" and a socket path (a
+// Layout.Socket path, dialled as its named pipe: SocketPipe) or a pipe name
+// (instance.json records pipe names on Windows), or "tcp" and host:port.
+// Every client of a service socket dials through here.
+func Dial(ctx context.Context, network, address string) (net.Conn, error) {
+	if network != "unix" {
+		var d net.Dialer
+		return d.DialContext(ctx, network, address)
+	}
+	path := address
+	if !IsPipeName(path) {
+		p, err := SocketPipe(address)
+		if err != nil {
+			return nil, err
+		}
+		path = p
+	}
+	return winio.DialPipeContext(ctx, path)
+}
+
 // DialPipe connects to the pipe of socket name for database dbID.
 func DialPipe(ctx context.Context, dbID, name string) (net.Conn, error) {
 	path, err := PipeName(dbID, name)

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/deepcode-dev/deepcode/shared/activation"
 	"github.com/deepcode-dev/deepcode/shared/discovery"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/localauth"
@@ -34,7 +35,8 @@ type Transport string
 
 // Transports.
 const (
-	// Unix dials manager.sock (the default for the CLI).
+	// Unix dials manager.sock (the default for the CLI); on Windows, the
+	// named pipe that stands for it.
 	Unix Transport = "unix"
 	// TCP goes through the gateway's 127.0.0.1 port.
 	TCP Transport = "tcp"
@@ -128,8 +130,8 @@ func (m *Management) dialVerified(ctx context.Context, _, _ string) (net.Conn, e
 		return c, nil
 	default:
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, m.network, m.address)
+	// manager.sock, or on Windows the named pipe standing for it.
+	conn, err := activation.Dial(ctx, m.network, m.address)
 	if err != nil {
 		return nil, connError(err, m.address)
 	}

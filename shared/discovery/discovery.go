@@ -198,7 +198,8 @@ func ManagementLock(ctx context.Context, l *paths.Layout, waiting func()) (*Lock
 }
 
 // NewInstance describes an instance of l's database whose root process is
-// pid, serving the gateway on port.
+// pid, serving the gateway on port. Its sockets are where clients connect:
+// the socket paths, or on Windows the named pipes that stand for them.
 func NewInstance(l *paths.Layout, instanceID string, pid, port int, activation string) *Instance {
 	inst := &Instance{
 		InstanceID: instanceID,
@@ -207,11 +208,11 @@ func NewInstance(l *paths.Layout, instanceID string, pid, port int, activation s
 		PID:        pid,
 		Port:       port,
 		Sockets: map[string]string{
-			"manager":   l.Socket(paths.ManagerSocket),
-			"gateway":   l.Socket(paths.GatewaySocket),
-			"agentd":    l.Socket(paths.AgentdSocket),
-			"termhost":  l.Socket(paths.TermhostSocket),
-			"scheduler": l.Socket(paths.SchedulerSocket),
+			"manager":   socketAddress(l, paths.ManagerSocket),
+			"gateway":   socketAddress(l, paths.GatewaySocket),
+			"agentd":    socketAddress(l, paths.AgentdSocket),
+			"termhost":  socketAddress(l, paths.TermhostSocket),
+			"scheduler": socketAddress(l, paths.SchedulerSocket),
 		},
 		ProtocolVersion: buildinfo.ProtocolVersion,
 		Version:         buildinfo.Version,

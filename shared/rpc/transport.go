@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/deepcode-dev/deepcode/shared/activation"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/gobwas/ws"
 )
@@ -62,8 +63,7 @@ func Dial(ctx context.Context, opts DialOptions) (*WSConn, error) {
 		Timeout: opts.Timeout,
 		Header:  ws.HandshakeHeaderHTTP(opts.Header),
 		NetDial: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var nd net.Dialer
-			return nd.DialContext(ctx, opts.Network, opts.Address)
+			return activation.Dial(ctx, opts.Network, opts.Address) // a named pipe on Windows
 		},
 		OnStatusError: func(status int, _ []byte, resp io.Reader) {
 			body, _ := io.ReadAll(io.LimitReader(resp, 64<<10))

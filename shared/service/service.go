@@ -42,8 +42,15 @@ import (
 const (
 	EnvInstanceID    = "DEEPCODE_INSTANCE_ID"
 	EnvSupervisorPID = "DEEPCODE_SUPERVISOR_PID"
-	EnvLifelineFD    = "DEEPCODE_LIFELINE_FD"
-	EnvPort          = "DEEPCODE_BOUND_PORT"
+	// EnvLifelineFD is the read end of the supervisor's lifeline (a
+	// descriptor, or on Windows a handle): end of file means the supervisor
+	// died or let go of the service, which then stops gracefully.
+	EnvLifelineFD = "DEEPCODE_LIFELINE_FD"
+	EnvPort       = "DEEPCODE_BOUND_PORT"
+	// EnvStopRequestFD is, on Windows, the manager's handle to the write end
+	// of a pipe the supervisor reads: a byte asks it to stop the instance
+	// (RequestSupervisorStop), where Unix signals the supervisor instead.
+	EnvStopRequestFD = "DEEPCODE_STOP_REQUEST_FD"
 )
 
 // Exit statuses shared by the services and the supervisor.
@@ -215,7 +222,7 @@ func run(spec Spec, layout *paths.Layout, cfg *config.Config, log *slog.Logger, 
 		return ExitFailure
 	}
 	if !passed {
-		if !foreground {
+		if !foreground && !bindsOwnSockets(svc) {
 			log.Error("no sockets were passed: start deepcode with `deepcode service start`, through systemd or launchd, or run this binary with --foreground")
 			return ExitConfig
 		}
@@ -252,7 +259,7 @@ func run(spec Spec, layout *paths.Layout, cfg *config.Config, log *slog.Logger, 
 			return ExitFailure
 		}
 	}
-	if spec.IdleTimeout != nil {
+	if spec.IdleTimeout != nil && idleExit {
 		if d := spec.IdleTimeout(cfg); d > 0 {
 			svc.idle = newIdleTimer(d, func() { svc.requestStop("idle") })
 		}
@@ -364,33 +371,6 @@ func (s *Service) requestStop(cause string) {
 // RequestStop asks the service to stop gracefully (the manager's stop when
 // no supervisor or service manager owns it).
 func (s *Service) RequestStop(cause string) { s.requestStop(cause) }
-
-func (s *Service) watchLifeline() {
-	fd, err := strconv.Atoi(os.Getenv(EnvLifelineFD))
-	_ = os.Unsetenv(EnvLifelineFD)
-	if err != nil || fd < 3 {
-		return
-	}
-	setCloseOnExec(fd)
-	// Non-blocking, so the runtime poller owns the read and Close ends it.
-	setNonblock(fd)
-	f := os.NewFile(uintptr(fd), "lifeline")
-	if f == nil {
-		return
-	}
-	s.bgWG.Add(1)
-	go func() {
-		defer s.bgWG.Done()
-		buf := make([]byte, 1)
-		// The supervisor never writes; EOF means it died or let go of us.
-		_, _ = f.Read(buf)
-		if s.ctx.Err() == nil {
-			s.Log.Warn("the supervisor is gone; stopping")
-			s.requestStop("supervisor gone")
-		}
-	}()
-	go func() { <-s.ctx.Done(); _ = f.Close() }()
-}
 
 func (s *Service) startWatchdog() {
 	interval, err := daemon.SdWatchdogEnabled(false)

@@ -215,11 +215,11 @@ func (a *app) launch(ctx context.Context, o startOptions) (launched, error) {
 		return ev, errs.Wrap(err, errs.StartFailed, "cannot open %s", a.layout.ServiceLog())
 	}
 	defer logf.Close()
-	cmd := exec.Command(filepath.Join(dir, "deepcode-supervisor"+exeSuffix), append(args, "--status-fd", "3")...)
+	cmd := exec.Command(filepath.Join(dir, "deepcode-supervisor"+exeSuffix))
 	cmd.Env = append(os.Environ(), paths.EnvHome+"="+a.layout.Home)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{statusW}
 	detach(cmd)
+	cmd.Args = append(cmd.Args, append(args, "--status-fd", inheritStatusPipe(cmd, statusW))...)
 	err = cmd.Start()
 	statusW.Close()
 	if err != nil {

@@ -3,7 +3,9 @@
 package cli
 
 import (
+	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -14,6 +16,13 @@ const exeSuffix = ""
 // so closing the launching terminal does not signal it.
 func detach(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+}
+
+// inheritStatusPipe passes w to the child as its descriptor 3 and returns
+// the --status-fd value that names it.
+func inheritStatusPipe(cmd *exec.Cmd, w *os.File) string {
+	cmd.ExtraFiles = append(cmd.ExtraFiles, w)
+	return strconv.Itoa(2 + len(cmd.ExtraFiles))
 }
 
 // processAlive reports whether pid runs. An exited process waiting to be

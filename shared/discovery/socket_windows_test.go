@@ -1,0 +1,32 @@
+package discovery
+
+import (
+	"testing"
+
+	"github.com/deepcode-dev/deepcode/shared/activation"
+	"github.com/deepcode-dev/deepcode/shared/paths"
+)
+
+// instance.json names the pipes on Windows: clients dial them as they are.
+func TestInstanceSocketsArePipes(t *testing.T) {
+	rt := t.TempDir()
+	l, err := paths.ResolveWith(func(k string) string {
+		if k == paths.EnvRuntimeDir {
+			return rt
+		}
+		return ""
+	}, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst := NewInstance(l, NewInstanceID(), 42, 0, "supervisor")
+	for _, name := range []string{"manager", "gateway", "agentd", "termhost", "scheduler"} {
+		want, err := activation.PipeName(l.DBID, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inst.Sockets[name] != want || !activation.IsPipeName(inst.Sockets[name]) {
+			t.Errorf("%s at %q, want %q", name, inst.Sockets[name], want)
+		}
+	}
+}

@@ -1,5 +1,0 @@
-package service
-
-func setCloseOnExec(int) {}
-
-func setNonblock(int) {}
