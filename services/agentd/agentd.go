@@ -60,6 +60,7 @@ func Spec() service.Spec {
 type Agentd struct {
 	svc    *service.Service
 	db     *store.DB
+	wdb    *store.DB // the journal's own handle (see journal)
 	cfg    *config.Config
 	j      *journal
 	e      *engine
@@ -81,13 +82,18 @@ func setup(ctx context.Context, svc *service.Service) error {
 	if err != nil {
 		return err
 	}
+	wdb, err := store.Open(ctx, svc.Layout.Database)
+	if err != nil {
+		_ = db.Close()
+		return err
+	}
 	a := &Agentd{
-		svc: svc, db: db, cfg: svc.Config,
+		svc: svc, db: db, wdb: wdb, cfg: svc.Config,
 		holder:  fmt.Sprintf("agentd pid %d %s", os.Getpid(), discovery.NewInstanceID()),
 		ownerCh: make(chan struct{}),
 		subs:    map[*rpc.Peer]struct{}{},
 	}
-	a.j = newJournal(db, a.currentLease, a.publish, a.leaseLost, svc.Log)
+	a.j = newJournal(wdb, a.currentLease, a.publish, a.leaseLost, svc.Log)
 	// The writer runs for the daemon's whole life, owner or not: stop
 	// closes it, and an acquire retried after a failed recovery must not
 	// start a second one. Only the owner submits ops (requireOwner).
@@ -104,7 +110,7 @@ func setup(ctx context.Context, svc *service.Service) error {
 	if err := a.acquire(ctx); err != nil {
 		if !errs.Is(err, errs.LeaseHeld) {
 			a.j.close()
-			_ = db.Close()
+			_ = a.closeDBs()
 			a.unlockRuntime()
 			return err
 		}
@@ -264,7 +270,7 @@ func (a *Agentd) leaseLost(err error) {
 func (a *Agentd) recover(ctx context.Context) error {
 	var n int
 	err := a.j.do(ctx, func(w *txw) error {
-		rows, err := w.tx.Query(`SELECT id, thread_id FROM turns WHERE status IN ('starting', 'running', 'waitingApproval')`)
+		rows, err := w.Query(`SELECT id, thread_id FROM turns WHERE status IN ('starting', 'running', 'waitingApproval')`)
 		if err != nil {
 			return err
 		}
@@ -313,9 +319,21 @@ func (a *Agentd) stop(ctx context.Context) error {
 	if a.owner.Swap(false) {
 		_ = a.db.ReleaseLease(context.Background(), a.currentLease())
 	}
-	err := a.db.Close()
+	err := a.closeDBs()
 	a.unlockRuntime()
 	return err
+}
+
+// closeDBs closes the prepared statements and the database handles, once
+// the journal and the engine are done with them.
+func (a *Agentd) closeDBs() error {
+	a.j.stmts.close()
+	a.e.q.c.close()
+	werr := a.wdb.Close()
+	if err := a.db.Close(); err != nil {
+		return err
+	}
+	return werr
 }
 
 // requireOwner refuses writes while another agentd owns the runtime.

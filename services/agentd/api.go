@@ -3,8 +3,10 @@ package agentd
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"sort"
@@ -307,7 +309,7 @@ func (a *Agentd) createThread(ctx context.Context, p ThreadStartParams, kind str
 			return err
 		}
 		var err error
-		th, err = getThread(ctx, w.tx, id)
+		th, err = getThread(ctx, w, id)
 		return err
 	})
 	return th, err
@@ -353,12 +355,27 @@ func (a *Agentd) submit(ctx context.Context, submission string, p TurnSubmitPara
 		}
 	}
 	fp := fingerprint(submission, p)
+	// started is a turn of an idle thread that its admission started at
+	// once (startAtAdmission), with what its provider needs.
+	var started *run
+	var prepared *preparedRun
 	err := a.j.do(ctx, func(w *txw) error {
-		th, err := getThread(ctx, w.tx, p.ThreadID)
-		if err != nil {
-			return err
+		var th struct {
+			Workspace, Profile string
+			TurnCount          int
+			Session            sql.NullString
 		}
-		if r, err := receiptByKey(ctx, w.tx, p.ThreadID, p.MessageID); err != nil {
+		// What the admission needs of the thread (getThread's status,
+		// which needs a look at the thread's turns, is not).
+		err := w.QueryRowContext(ctx, `SELECT workspace, profile, turn_count, provider_session_id FROM threads WHERE id = ?`, p.ThreadID).
+			Scan(&th.Workspace, &th.Profile, &th.TurnCount, &th.Session)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errs.New(errs.NotFound, "no thread %q", p.ThreadID)
+		}
+		if err != nil {
+			return dbErr(err)
+		}
+		if r, err := receiptByKey(ctx, w, p.ThreadID, p.MessageID); err != nil {
 			return err
 		} else if r != nil {
 			if r.Submission != submission || r.Fingerprint != fp {
@@ -366,7 +383,7 @@ func (a *Agentd) submit(ctx context.Context, submission string, p TurnSubmitPara
 					"messageId %q was already used for a different request in this thread; use a new messageId for a new request", p.MessageID).
 					With("turnId", r.Item.TurnID)
 			}
-			t, err := getTurn(ctx, w.tx, p.ThreadID, r.Item.TurnID)
+			t, err := getTurn(ctx, w, p.ThreadID, r.Item.TurnID)
 			if err != nil {
 				return err
 			}
@@ -376,12 +393,11 @@ func (a *Agentd) submit(ctx context.Context, submission string, p TurnSubmitPara
 		if err := trustWorkspace(w, th.Workspace, false, ""); err != nil {
 			return err
 		}
-		if submission == SubmitStart {
-			var active string
-			err := w.QueryRow(`SELECT id FROM turns WHERE thread_id = ? AND status IN ('queued','starting','running','waitingApproval') ORDER BY ordinal LIMIT 1`, p.ThreadID).Scan(&active)
-			if err == nil {
-				return errs.New(errs.Conflict, "turn %s is still active in this thread: use turn/enqueue to queue behind it, or turn/steer", active).With("turnId", active)
-			}
+		var active string
+		err = w.QueryRow(`SELECT id FROM `+activeTurns+` WHERE thread_id = ? AND `+activeStatus+` ORDER BY ordinal LIMIT 1`, p.ThreadID).Scan(&active)
+		idle := errors.Is(err, sql.ErrNoRows)
+		if submission == SubmitStart && err == nil {
+			return errs.New(errs.Conflict, "turn %s is still active in this thread: use turn/enqueue to queue behind it, or turn/steer", active).With("turnId", active)
 		}
 		profile := p.Profile
 		if profile == "" {
@@ -403,7 +419,7 @@ func (a *Agentd) submit(ctx context.Context, submission string, p TurnSubmitPara
 			itemID, p.ThreadID, turnID, p.MessageID, fp, string(payload), ms(w.now), ms(w.now)); err != nil {
 			return err
 		}
-		t, err := getTurn(ctx, w.tx, p.ThreadID, turnID)
+		t, err := getTurn(ctx, w, p.ThreadID, turnID)
 		if err != nil {
 			return err
 		}
@@ -417,11 +433,25 @@ func (a *Agentd) submit(ctx context.Context, submission string, p TurnSubmitPara
 		if _, err := w.Append(p.ThreadID, EventItemCompleted, map[string]any{"item": it}); err != nil {
 			return err
 		}
+		// The answer shows the turn as admitted (queued), like turn.queued,
+		// even when it starts in this same transaction.
 		res = TurnSubmitResult{Turn: t, Item: it}
-		return nil
+		if idle {
+			started, prepared, err = a.e.startAtAdmission(w, TurnRun{
+				ThreadID: p.ThreadID, TurnID: turnID, Workspace: th.Workspace, Prompt: p.Input.Text,
+				ProfileName: profile, Model: t.Model, Reasoning: t.Reasoning, SessionID: th.Session.String,
+			})
+		}
+		return err
 	})
-	if err == nil && !res.Duplicate {
-		a.e.kick()
+	switch {
+	case started != nil && err != nil:
+		// Reserved, but the admission did not commit.
+		a.e.finishRun(started)
+	case started != nil:
+		a.e.begin(started, prepared)
+	case err == nil && !res.Duplicate:
+		a.e.turnQueued()
 	}
 	return res, err
 }
@@ -454,10 +484,10 @@ func (a *Agentd) steer(ctx context.Context, p TurnSteerParams) (TurnSteerResult,
 	var r *run
 	recorded := false
 	err := a.j.do(ctx, func(w *txw) error {
-		if _, err := getThread(ctx, w.tx, p.ThreadID); err != nil {
+		if _, err := getThread(ctx, w, p.ThreadID); err != nil {
 			return err
 		}
-		if rc, err := receiptByKey(ctx, w.tx, p.ThreadID, p.MessageID); err != nil {
+		if rc, err := receiptByKey(ctx, w, p.ThreadID, p.MessageID); err != nil {
 			return err
 		} else if rc != nil {
 			if rc.Submission != SubmitSteer || rc.ExpectedTurnID != p.ExpectedTurnID || rc.Text != p.Input.Text {
@@ -476,7 +506,7 @@ func (a *Agentd) steer(ctx context.Context, p TurnSteerParams) (TurnSteerResult,
 					With("turnId", rc.ExpectedTurnID)
 			}
 		}
-		t, err := getTurn(ctx, w.tx, p.ThreadID, p.ExpectedTurnID)
+		t, err := getTurn(ctx, w, p.ThreadID, p.ExpectedTurnID)
 		if err != nil {
 			return err
 		}
@@ -583,7 +613,7 @@ func (a *Agentd) respond(ctx context.Context, p RespondParams) (map[string]any, 
 	}
 	var appr Approval
 	err := a.j.do(ctx, func(w *txw) error {
-		cur, err := getApproval(ctx, w.tx, p.ApprovalID)
+		cur, err := getApproval(ctx, w, p.ApprovalID)
 		if err != nil {
 			return err
 		}
@@ -594,7 +624,7 @@ func (a *Agentd) respond(ctx context.Context, p RespondParams) (map[string]any, 
 		if err := resolveApproval(w, cur, decision, "client"); err != nil {
 			return err
 		}
-		appr, err = getApproval(ctx, w.tx, cur.ID)
+		appr, err = getApproval(ctx, w, cur.ID)
 		return err
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/deepcode-dev/deepcode/shared/config"
@@ -27,6 +28,7 @@ var (
 // approval decisions to running turns.
 type engine struct {
 	db            *store.DB
+	q             cachedDB // reads, prepared once
 	j             *journal
 	cfg           *config.Config
 	log           *slog.Logger
@@ -43,6 +45,12 @@ type engine struct {
 	runs     map[string]*run // by turn id
 	queued   int             // queued turns, for activity
 	wake     chan struct{}
+	// mayQueue: a queued turn may exist (the scheduler has not counted it
+	// yet, or could not start it). Only then does a run's end wake the
+	// scheduler: turns started at their admission never wait in the queue,
+	// and a scheduling pass (a goroutine hand-off and a query) after every
+	// turn was mostly for nothing.
+	mayQueue atomic.Bool
 	runsWG   sync.WaitGroup
 	loopDone chan struct{}
 }
@@ -79,8 +87,8 @@ func (r *run) stop(cause error) {
 
 func newEngine(db *store.DB, j *journal, cfg *config.Config, log *slog.Logger, changed func()) *engine {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &engine{
-		db: db, j: j, cfg: cfg, log: log, changed: changed,
+	e := &engine{
+		db: db, q: cachedDB{db: db.SQL(), c: newStmtCache(db.SQL())}, j: j, cfg: cfg, log: log, changed: changed,
 		maxConcurrent: 8,
 		pool:          newRuntimePool(log, cfg.Agentd.RuntimeIdleTimeout, cfg.Agentd.MaxRuntimes, changed),
 		ctx:           ctx, cancel: cancel,
@@ -88,6 +96,8 @@ func newEngine(db *store.DB, j *journal, cfg *config.Config, log *slog.Logger, c
 		wake:     make(chan struct{}, 1),
 		loopDone: make(chan struct{}),
 	}
+	e.mayQueue.Store(true) // turns queued before this agentd started
+	return e
 }
 
 func (e *engine) kick() {
@@ -95,6 +105,12 @@ func (e *engine) kick() {
 	case e.wake <- struct{}{}:
 	default:
 	}
+}
+
+// turnQueued wakes the scheduler for a turn left queued.
+func (e *engine) turnQueued() {
+	e.mayQueue.Store(true)
+	e.kick()
 }
 
 // activity is the engine's part of the service's activity.
@@ -148,9 +164,15 @@ func (e *engine) schedule() error {
 	free := e.maxConcurrent - inflight
 	blocked := e.paused || e.stopping
 	e.mu.Unlock()
+	// Cleared before the count: a turn queued after it sets it again.
+	e.mayQueue.Store(false)
 	var queued int
-	if err := e.db.SQL().QueryRowContext(e.ctx, `SELECT COUNT(*) FROM turns WHERE status = 'queued'`).Scan(&queued); err != nil {
+	if err := e.q.QueryRowContext(e.ctx, `SELECT COUNT(*) FROM `+activeTurns+` WHERE `+activeStatus+` AND status = 'queued'`).Scan(&queued); err != nil {
+		e.mayQueue.Store(true)
 		return err
+	}
+	if queued > 0 {
+		e.mayQueue.Store(true)
 	}
 	e.mu.Lock()
 	changed := e.queued != queued
@@ -162,11 +184,11 @@ func (e *engine) schedule() error {
 	if blocked || free <= 0 || queued == 0 {
 		return nil
 	}
-	rows, err := e.db.SQL().QueryContext(e.ctx, `
-		SELECT t.id, t.thread_id FROM turns t
-		WHERE t.status = 'queued'
-		  AND t.ordinal = (SELECT MIN(o.ordinal) FROM turns o
-		                   WHERE o.thread_id = t.thread_id AND o.status IN ('queued','starting','running','waitingApproval'))
+	rows, err := e.q.QueryContext(e.ctx, `
+		SELECT t.id, t.thread_id FROM turns t INDEXED BY turns_active
+		WHERE t.`+activeStatus+` AND t.status = 'queued'
+		  AND t.ordinal = (SELECT MIN(o.ordinal) FROM turns o INDEXED BY turns_active
+		                   WHERE o.thread_id = t.thread_id AND o.`+activeStatus+`)
 		ORDER BY t.created_at, t.id LIMIT ?`, free+inflight)
 	if err != nil {
 		return err
@@ -203,7 +225,9 @@ func (e *engine) schedule() error {
 // or when the turn or another of its thread is already in flight).
 func (e *engine) launch(turnID, threadID string) bool {
 	e.mu.Lock()
-	if e.paused || e.stopping || e.runs[turnID] != nil {
+	// The slot count is checked again here: a turn started at its
+	// admission (reserve) may have taken a slot since schedule counted.
+	if e.paused || e.stopping || e.runs[turnID] != nil || len(e.runs) >= e.maxConcurrent {
 		e.mu.Unlock()
 		return false
 	}
@@ -222,6 +246,91 @@ func (e *engine) launch(turnID, threadID string) bool {
 	return true
 }
 
+// startAtAdmission starts a turn in the transaction that admits it, when
+// the scheduler would start it at once anyway: the engine has a free slot
+// and is neither paused nor stopping, no run of the thread is in flight and
+// no queued turn waits (first come, first served). The turn is admitted as
+// queued and moved to running in the same transaction, with the same events
+// (turn.queued, then turn.started) as through the queue; what the provider
+// needs is at hand, so the scheduler's pass (two queries), prepare's three
+// reads, the separate start transaction and two goroutine hand-offs are
+// saved: a turn/start that used three transactions before its provider ran
+// now uses one.
+//
+// It runs inside the admission's journal op. It returns nil, and leaves the
+// turn queued for the scheduler, when the turn cannot start at once or its
+// profile cannot be resolved (prepare then fails it as before). Once the
+// transaction committed, the caller passes the run to begin; if it did not
+// commit, to finishRun.
+func (e *engine) startAtAdmission(w *txw, tr TurnRun) (*run, *preparedRun, error) {
+	profile, ok := e.cfg.Profile(tr.ProfileName)
+	if !ok {
+		return nil, nil, nil
+	}
+	p, err := providerFor(profile)
+	if err != nil {
+		return nil, nil, nil
+	}
+	var waiting bool
+	if err := w.QueryRow(`SELECT EXISTS (SELECT 1 FROM `+activeTurns+` WHERE `+activeStatus+` AND status = 'queued' AND id <> ?)`, tr.TurnID).Scan(&waiting); err != nil {
+		return nil, nil, err
+	}
+	if waiting {
+		return nil, nil, nil
+	}
+	r := e.reserve(tr.TurnID, tr.ThreadID)
+	if r == nil {
+		return nil, nil, nil
+	}
+	res, err := w.Exec(`UPDATE turns SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'`, ms(w.now), r.turnID)
+	if err == nil {
+		if n, _ := res.RowsAffected(); n != 1 {
+			err = errs.New(errs.Internal, "turn %s is not queued", r.turnID)
+		}
+	}
+	if err == nil {
+		_, err = w.Append(r.threadID, EventTurnStarted, map[string]string{"turnId": r.turnID})
+	}
+	if err != nil {
+		e.finishRun(r)
+		return nil, nil, err
+	}
+	r.mu.Lock()
+	r.provider = p
+	r.mu.Unlock()
+	tr.Profile, tr.Steer, tr.pool = profile, r.steer, e.pool
+	pr := &preparedRun{provider: p, TurnRun: tr}
+	pr.Sink = &Sink{e: e, r: r, threadID: r.threadID, turnID: r.turnID, policy: profile.ApprovalPolicy}
+	return r, pr, nil
+}
+
+// reserve registers a run for a turn that starts at its admission, under
+// launch's conditions (not paused or stopping, a free slot, no run of the
+// thread in flight); nil when it may not start now.
+func (e *engine) reserve(turnID, threadID string) *run {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.paused || e.stopping || e.runs[turnID] != nil || len(e.runs) >= e.maxConcurrent {
+		return nil
+	}
+	for _, r := range e.runs {
+		if r.threadID == threadID {
+			return nil
+		}
+	}
+	r := &run{turnID: turnID, threadID: threadID, steer: make(chan string, 16), approvals: map[string]chan string{}, done: make(chan struct{})}
+	e.runs[turnID] = r
+	e.runsWG.Add(1)
+	return r
+}
+
+// begin runs a turn that startAtAdmission started, once its admission
+// committed.
+func (e *engine) begin(r *run, tr *preparedRun) {
+	e.changed()
+	go e.executeStarted(r, tr)
+}
+
 func (e *engine) finishRun(r *run) {
 	e.mu.Lock()
 	delete(e.runs, r.turnID)
@@ -229,7 +338,9 @@ func (e *engine) finishRun(r *run) {
 	close(r.done)
 	e.runsWG.Done()
 	e.changed()
-	e.kick()
+	if e.mayQueue.Load() {
+		e.kick()
+	}
 }
 
 // execute runs one turn from queued to its end.
@@ -264,6 +375,18 @@ func (e *engine) execute(r *run) {
 		e.finish(r, err)
 		return
 	}
+	e.runTurn(r, tr)
+}
+
+// executeStarted runs a turn that its admission started (startAtAdmission)
+// to its end.
+func (e *engine) executeStarted(r *run, tr *preparedRun) {
+	defer e.finishRun(r)
+	e.runTurn(r, tr)
+}
+
+// runTurn runs a started turn's provider and records how the turn ended.
+func (e *engine) runTurn(r *run, tr *preparedRun) {
 	ctx, cancel := context.WithCancelCause(e.ctx)
 	defer cancel(nil)
 	r.mu.Lock()
@@ -304,17 +427,17 @@ func (e *engine) prepare(r *run) (*preparedRun, error) {
 	ctx := e.ctx
 	var workspace, threadProfile string
 	var session sql.NullString
-	if err := e.db.SQL().QueryRowContext(ctx, `SELECT workspace, profile, provider_session_id FROM threads WHERE id = ?`, r.threadID).
+	if err := e.q.QueryRowContext(ctx, `SELECT workspace, profile, provider_session_id FROM threads WHERE id = ?`, r.threadID).
 		Scan(&workspace, &threadProfile, &session); err != nil {
 		return nil, dbErr(err)
 	}
-	t, err := getTurn(ctx, e.db.SQL(), r.threadID, r.turnID)
+	t, err := getTurn(ctx, e.q, r.threadID, r.turnID)
 	if err != nil {
 		return nil, err
 	}
 	var prompt string
 	var payload string
-	if err := e.db.SQL().QueryRowContext(ctx, `SELECT payload FROM items WHERE turn_id = ? AND kind = 'userMessage' ORDER BY created_at, rowid LIMIT 1`, r.turnID).Scan(&payload); err != nil {
+	if err := e.q.QueryRowContext(ctx, `SELECT payload FROM items WHERE turn_id = ? AND kind = 'userMessage' ORDER BY created_at, rowid LIMIT 1`, r.turnID).Scan(&payload); err != nil {
 		return nil, dbErr(err)
 	}
 	var up UserPayload
@@ -386,7 +509,7 @@ func finishTurn(w *txw, threadID, turnID, status string, te *TurnError) error {
 	if err := settlePending(w, turnID); err != nil {
 		return err
 	}
-	t, err := getTurn(context.Background(), w.tx, threadID, turnID)
+	t, err := getTurn(context.Background(), w, threadID, turnID)
 	if err != nil {
 		return err
 	}
@@ -398,7 +521,7 @@ func finishTurn(w *txw, threadID, turnID, status string, te *TurnError) error {
 // settlePending turns a turn's pending steering receipts into unknown and
 // cancels its pending approvals.
 func settlePending(w *txw, turnID string) error {
-	rows, err := w.tx.Query(`SELECT id, thread_id, payload FROM items WHERE turn_id = ? AND delivery_state = 'pending'`, turnID)
+	rows, err := w.Query(`SELECT id, thread_id, payload FROM items WHERE turn_id = ? AND delivery_state = 'pending'`, turnID)
 	if err != nil {
 		return err
 	}
@@ -422,7 +545,7 @@ func settlePending(w *txw, turnID string) error {
 			return err
 		}
 	}
-	arows, err := w.tx.Query(`SELECT id, thread_id, revision FROM approvals WHERE turn_id = ? AND status = 'pending'`, turnID)
+	arows, err := w.Query(`SELECT id, thread_id, revision FROM approvals WHERE turn_id = ? AND status = 'pending'`, turnID)
 	if err != nil {
 		return err
 	}
@@ -495,7 +618,7 @@ func (e *engine) interrupt(ctx context.Context, threadID, turnID string) error {
 			return nil
 		}
 		ended = true
-		t, err := getTurn(context.Background(), w.tx, threadID, turnID)
+		t, err := getTurn(context.Background(), w, threadID, turnID)
 		if err != nil {
 			return err
 		}

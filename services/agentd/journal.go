@@ -20,9 +20,16 @@ const maxBatch = 512
 // journal is agentd's single writer. Every durable change and the events it
 // produces go through it: ops are applied in arrival order; ops that queue
 // up behind a commit share the next transaction (batching costs no latency:
-// an op alone is committed at once); each op runs in its own savepoint, so
-// one failing op does not undo the others; every transaction checks the
-// runtime-owner lease's fence; events are published after the commit.
+// an op alone is committed at once); in a batch of several, each op runs in
+// its own savepoint, so one failing op does not undo the others; every
+// transaction checks the runtime-owner lease's fence; events are published
+// after the commit.
+//
+// agentd gives the journal a store.DB of its own, which only the writer
+// goroutine uses, so that its transactions run on one connection, with its
+// statements prepared (stmtCache) and its page cache kept: SQLite empties
+// a connection's page cache when another connection wrote since it last
+// read, which, on the pool the readers share, was most of the time.
 type journal struct {
 	db      *store.DB
 	lease   func() store.Lease
@@ -31,6 +38,7 @@ type journal struct {
 	log     *slog.Logger
 	now     func() time.Time
 	onLost  func(error)
+	stmts   *stmtCache
 
 	heads map[string]int64 // last sequence per thread; writer goroutine only
 
@@ -51,12 +59,15 @@ type txw struct {
 	now    time.Time
 	events []Event
 	undo   map[string]int64 // thread → head before this op
-	insert *sql.Stmt
+	// stmts are the prepared statements bound to tx, shared by the ops of
+	// the transaction.
+	stmts map[string]*sql.Stmt
 }
 
 func newJournal(db *store.DB, lease func() store.Lease, publish func([]Event), onLost func(error), log *slog.Logger) *journal {
 	return &journal{
 		db: db, lease: lease, publish: publish, onLost: onLost, log: log,
+		stmts: newStmtCache(db.SQL()),
 		ops:   make(chan *op, 4096),
 		now:   time.Now,
 		heads: map[string]int64{},
@@ -64,6 +75,9 @@ func newJournal(db *store.DB, lease func() store.Lease, publish func([]Event), o
 		done:  make(chan struct{}),
 	}
 }
+
+// errOpFailed rolls back the transaction of a batch whose one op failed.
+var errOpFailed = errs.New(errs.Internal, "the journal op failed")
 
 // errJournalClosed is returned for ops submitted after close.
 var errJournalClosed = errs.New(errs.ServiceUnavailable, "agentd is stopping")
@@ -143,47 +157,64 @@ func (j *journal) apply(batch []*op) {
 	results := make([]error, len(batch))
 	var published []Event
 	touched := map[string]bool{}
+	// A batch of one op needs no savepoint: when the op fails, the whole
+	// transaction is rolled back instead. Besides two statements, that
+	// saves the sub-journal the savepoint keeps for the whole op: a large
+	// op (turn/start's admission) outgrew SQLite's in-memory limit for it
+	// and spilled it to a temporary file, opened and written every time.
+	single := len(batch) == 1
+	opFailed := false
 	err := j.db.Fenced(context.Background(), j.lease(), func(tx *sql.Tx) error {
 		published = published[:0]
 		clear(touched)
-		insert, err := tx.Prepare(`INSERT INTO events (thread_id, sequence, type, at, payload) VALUES (?, ?, ?, ?, ?)`)
-		if err != nil {
-			return err
-		}
-		defer insert.Close()
+		stmts := map[string]*sql.Stmt{}
 		for i, o := range batch {
-			w := &txw{tx: tx, j: j, now: j.now().UTC().Truncate(time.Millisecond), undo: map[string]int64{}, insert: insert}
-			if _, err := tx.Exec("SAVEPOINT op"); err != nil {
-				return err
+			w := &txw{tx: tx, j: j, now: j.now().UTC().Truncate(time.Millisecond), undo: map[string]int64{}, stmts: stmts}
+			if !single {
+				if _, err := w.Exec("SAVEPOINT op"); err != nil {
+					return err
+				}
 			}
 			if err := safeRun(o.fn, w); err != nil {
 				results[i] = err
 				for t, h := range w.undo {
 					j.heads[t] = h
 				}
-				if _, rerr := tx.Exec("ROLLBACK TO op"); rerr != nil {
+				if single {
+					opFailed = true
+					return errOpFailed
+				}
+				if _, rerr := w.Exec("ROLLBACK TO op"); rerr != nil {
 					return rerr
 				}
-				if _, rerr := tx.Exec("RELEASE op"); rerr != nil {
+				if _, rerr := w.Exec("RELEASE op"); rerr != nil {
 					return rerr
 				}
 				continue
 			}
-			if _, err := tx.Exec("RELEASE op"); err != nil {
-				return err
+			if !single {
+				if _, err := w.Exec("RELEASE op"); err != nil {
+					return err
+				}
 			}
 			for t := range w.undo {
 				touched[t] = true
 			}
 			published = append(published, w.events...)
 		}
+		w := &txw{tx: tx, j: j, stmts: stmts}
 		for t := range touched {
-			if _, err := tx.Exec(`UPDATE threads SET head_sequence = ?, updated_at = ? WHERE id = ?`, j.heads[t], ms(j.now()), t); err != nil {
+			if _, err := w.Exec(`UPDATE threads SET head_sequence = ?, updated_at = ? WHERE id = ?`, j.heads[t], ms(j.now()), t); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+	if opFailed {
+		// The one op failed and was rolled back with its transaction, as
+		// its savepoint would have been; it has its error.
+		err = nil
+	}
 	if err != nil {
 		// Nothing committed: sequence numbers handed out are void.
 		clear(j.heads)
@@ -216,14 +247,58 @@ func safeRun(fn func(*txw) error, w *txw) (err error) {
 	return fn(w)
 }
 
+// stmt is query prepared (see stmtCache) for the op's transaction, or nil.
+func (w *txw) stmt(ctx context.Context, query string) *sql.Stmt {
+	if s := w.stmts[query]; s != nil {
+		return s
+	}
+	s := w.j.stmts.get(ctx, query)
+	if s == nil {
+		return nil
+	}
+	s = w.tx.StmtContext(ctx, s)
+	if w.stmts != nil {
+		w.stmts[query] = s
+	}
+	return s
+}
+
 // Exec runs a statement in the op's transaction.
 func (w *txw) Exec(query string, args ...any) (sql.Result, error) {
-	return w.tx.Exec(query, args...)
+	return w.ExecContext(context.Background(), query, args...)
 }
 
 // QueryRow runs a query in the op's transaction.
 func (w *txw) QueryRow(query string, args ...any) *sql.Row {
-	return w.tx.QueryRow(query, args...)
+	return w.QueryRowContext(context.Background(), query, args...)
+}
+
+// ExecContext, QueryRowContext and QueryContext make w a querier: the
+// queries run in the op's transaction, prepared once.
+func (w *txw) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if s := w.stmt(ctx, query); s != nil {
+		return s.ExecContext(ctx, args...)
+	}
+	return w.tx.ExecContext(ctx, query, args...)
+}
+
+func (w *txw) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if s := w.stmt(ctx, query); s != nil {
+		return s.QueryRowContext(ctx, args...)
+	}
+	return w.tx.QueryRowContext(ctx, query, args...)
+}
+
+func (w *txw) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if s := w.stmt(ctx, query); s != nil {
+		return s.QueryContext(ctx, args...)
+	}
+	return w.tx.QueryContext(ctx, query, args...)
+}
+
+// Query runs a query in the op's transaction.
+func (w *txw) Query(query string, args ...any) (*sql.Rows, error) {
+	return w.QueryContext(context.Background(), query, args...)
 }
 
 // Append adds an event to a thread's log with the next sequence number.
@@ -234,7 +309,7 @@ func (w *txw) Append(threadID, typ string, payload any) (Event, error) {
 	}
 	head, ok := w.j.heads[threadID]
 	if !ok {
-		if err := w.tx.QueryRow(`SELECT head_sequence FROM threads WHERE id = ?`, threadID).Scan(&head); err != nil {
+		if err := w.QueryRow(`SELECT head_sequence FROM threads WHERE id = ?`, threadID).Scan(&head); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
 				return Event{}, errs.New(errs.NotFound, "no thread %s", threadID)
 			}
@@ -245,7 +320,7 @@ func (w *txw) Append(threadID, typ string, payload any) (Event, error) {
 		w.undo[threadID] = head
 	}
 	ev := Event{ThreadID: threadID, Sequence: head + 1, Type: typ, At: w.now.Truncate(time.Millisecond), Payload: raw}
-	if _, err := w.insert.Exec(threadID, ev.Sequence, typ, ms(ev.At), string(raw)); err != nil {
+	if _, err := w.Exec(`INSERT INTO events (thread_id, sequence, type, at, payload) VALUES (?, ?, ?, ?, ?)`, threadID, ev.Sequence, typ, ms(ev.At), string(raw)); err != nil {
 		return Event{}, err
 	}
 	w.j.heads[threadID] = ev.Sequence

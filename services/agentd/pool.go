@@ -121,6 +121,7 @@ func (p *runtimePool) acquire(ctx context.Context, thread, key string, create fu
 	}
 	p.entries[thread] = e
 	p.mu.Unlock()
+	go p.watch(e)
 	p.changed()
 	return rt, p.releaser(e, e.gen), false, nil
 }
@@ -154,11 +155,26 @@ func (p *runtimePool) release(e *poolEntry, gen int, keep bool) {
 	e.lastUsed = time.Now()
 	e.timer = time.AfterFunc(p.idle, func() { p.expire(e, gen) })
 	p.mu.Unlock()
-	// Close it early if it dies while warm.
-	go func() {
-		<-e.rt.Done()
-		p.expire(e, gen)
-	}()
+	p.changed()
+}
+
+// watch closes a runtime that exits while warm. One runs per runtime (it
+// was one per turn, each waiting for the runtime's exit: a runtime that
+// served a thousand turns kept a thousand goroutines). A runtime that exits
+// during a turn is the turn's: its release finds it gone.
+func (p *runtimePool) watch(e *poolEntry) {
+	<-e.rt.Done()
+	p.mu.Lock()
+	if p.entries[e.thread] != e || e.busy {
+		p.mu.Unlock()
+		return
+	}
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	delete(p.entries, e.thread)
+	p.mu.Unlock()
+	e.rt.Close()
 	p.changed()
 }
 

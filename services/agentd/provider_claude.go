@@ -156,9 +156,9 @@ func (cp claudeProvider) Run(ctx context.Context, t *TurnRun) error {
 	rt := r.(*claudeRuntime)
 	keep := false
 	defer func() { release(keep) }()
-	ct := &claudeTurn{t: t, rt: rt, tools: map[string]*claudeTool{}, blocks: map[int]*claudeBlock{}, events: make(chan claudeMsg, 4096)}
+	ct := &claudeTurn{t: t, rt: rt, tools: map[string]*claudeTool{}, blocks: map[int]*claudeBlock{}, events: newInbox[claudeMsg]()}
 	rt.mu.Lock()
-	rt.handler = func(m claudeMsg) { ct.events <- m }
+	rt.handler = ct.events.put
 	rt.mu.Unlock()
 	defer func() {
 		rt.mu.Lock()
@@ -187,7 +187,7 @@ type claudeTurn struct {
 	session string
 	tools   map[string]*claudeTool
 	blocks  map[int]*claudeBlock // open text blocks by stream index
-	events  chan claudeMsg
+	events  *inbox[claudeMsg]
 	wg      sync.WaitGroup
 	// fatal is a failure deepcode stopped the turn for (credentials that
 	// Claude Code would retry for minutes).
@@ -206,33 +206,30 @@ func (ct *claudeTurn) run(ctx context.Context) (keep bool, err error) {
 	done := ctx.Done()
 	for {
 		select {
-		case m := <-ct.events:
-			end, err := ct.handle(ctx, m)
-			if end {
-				ct.closeItems()
-				if ct.fatal != nil {
-					return true, ct.fatal
+		case <-ct.events.ready:
+			for m, ok := ct.events.next(); ok; m, ok = ct.events.next() {
+				end, err := ct.handle(ctx, m)
+				if end {
+					ct.closeItems()
+					if ct.fatal != nil {
+						return true, ct.fatal
+					}
+					if interrupted || ctx.Err() != nil {
+						return true, context.Cause(ctx)
+					}
+					return true, err
 				}
-				if interrupted || ctx.Err() != nil {
-					return true, context.Cause(ctx)
+				if ct.fatal != nil && grace == nil {
+					_ = ct.rt.send(map[string]any{"type": "control_request", "request_id": newID("int_"), "request": map[string]string{"subtype": "interrupt"}})
+					grace = time.After(codexInterruptGrace)
 				}
-				return true, err
-			}
-			if ct.fatal != nil && grace == nil {
-				_ = ct.rt.send(map[string]any{"type": "control_request", "request_id": newID("int_"), "request": map[string]string{"subtype": "interrupt"}})
-				grace = time.After(codexInterruptGrace)
 			}
 		case <-ct.rt.done:
 			if ct.fatal != nil {
 				return false, ct.fatal
 			}
-			for drained := false; !drained; {
-				select {
-				case m := <-ct.events:
-					_, _ = ct.handle(ctx, m)
-				default:
-					drained = true
-				}
+			for m, ok := ct.events.next(); ok; m, ok = ct.events.next() {
+				_, _ = ct.handle(ctx, m)
 			}
 			ct.closeItems()
 			if interrupted {

@@ -293,9 +293,9 @@ func (cp codexProvider) Run(ctx context.Context, t *TurnRun) error {
 	if rt.thread != t.SessionID {
 		t.Sink.SetSession(rt.thread)
 	}
-	tt := &codexTurn{t: t, rt: rt, items: map[string]*cxItem{}, events: make(chan cxMsg, 4096)}
+	tt := &codexTurn{t: t, rt: rt, items: map[string]*cxItem{}, events: newInbox[cxMsg]()}
 	rt.mu.Lock()
-	rt.handler = func(m cxMsg) { tt.events <- m }
+	rt.handler = tt.events.put
 	rt.mu.Unlock()
 	defer func() {
 		rt.mu.Lock()
@@ -319,7 +319,7 @@ type codexTurn struct {
 	rt     *codexRuntime
 	turnID string
 	items  map[string]*cxItem
-	events chan cxMsg
+	events *inbox[cxMsg]
 	usage  UsagePayload
 	lastEr *codexTurnError
 	wg     sync.WaitGroup
@@ -360,24 +360,20 @@ func (ct *codexTurn) run(ctx context.Context) (keep bool, err error) {
 	done := ctx.Done()
 	for {
 		select {
-		case m := <-ct.events:
-			if end, err := ct.handle(ctx, m); end {
-				ct.finishUsage()
-				if interrupted || ctx.Err() != nil {
-					return true, context.Cause(ctx)
+		case <-ct.events.ready:
+			for m, ok := ct.events.next(); ok; m, ok = ct.events.next() {
+				if end, err := ct.handle(ctx, m); end {
+					ct.finishUsage()
+					if interrupted || ctx.Err() != nil {
+						return true, context.Cause(ctx)
+					}
+					return true, err
 				}
-				return true, err
 			}
 		case <-ct.rt.done:
 			// Drain what it said before it went.
-			for {
-				select {
-				case m := <-ct.events:
-					_, _ = ct.handle(ctx, m)
-					continue
-				default:
-				}
-				break
+			for m, ok := ct.events.next(); ok; m, ok = ct.events.next() {
+				_, _ = ct.handle(ctx, m)
 			}
 			ct.closeItems()
 			if interrupted {

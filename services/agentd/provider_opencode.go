@@ -483,9 +483,9 @@ func (op opencodeProvider) Run(ctx context.Context, t *TurnRun) error {
 	if rt.session != t.SessionID {
 		t.Sink.SetSession(rt.session)
 	}
-	ot := &opencodeTurn{t: t, rt: rt, roles: map[string]string{}, parts: map[string]*ocPart{}, counted: map[string]bool{}, events: make(chan ocEvent, 4096)}
+	ot := &opencodeTurn{t: t, rt: rt, roles: map[string]string{}, parts: map[string]*ocPart{}, counted: map[string]bool{}, events: newInbox[ocEvent]()}
 	rt.mu.Lock()
-	rt.handler = func(ev ocEvent) { ot.events <- ev }
+	rt.handler = ot.events.put
 	rt.mu.Unlock()
 	defer func() {
 		rt.mu.Lock()
@@ -512,7 +512,7 @@ type opencodeTurn struct {
 	roles  map[string]string  // message id → role
 	parts  map[string]*ocPart // by part id
 	held   []ocEvent          // parts of messages whose role is not known yet
-	events chan ocEvent
+	events *inbox[ocEvent]
 	usage  UsagePayload
 	// counted: assistant messages whose tokens are in usage.
 	counted map[string]bool
@@ -543,14 +543,16 @@ func (ot *opencodeTurn) run(ctx context.Context) (keep bool, err error) {
 	done := ctx.Done()
 	for {
 		select {
-		case ev := <-ot.events:
-			if end := ot.handle(ctx, ev); end {
-				ot.closeItems()
-				ot.finishUsage()
-				if interrupted || ctx.Err() != nil {
-					return true, context.Cause(ctx)
+		case <-ot.events.ready:
+			for ev, ok := ot.events.next(); ok; ev, ok = ot.events.next() {
+				if end := ot.handle(ctx, ev); end {
+					ot.closeItems()
+					ot.finishUsage()
+					if interrupted || ctx.Err() != nil {
+						return true, context.Cause(ctx)
+					}
+					return true, ot.failure
 				}
-				return true, ot.failure
 			}
 		case <-ot.rt.events:
 			// The event stream ended: the server went away.

@@ -17,8 +17,20 @@ type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
+// activeTurns selects the turns in progress through turns_active, the
+// partial index that holds only them. SQLite uses a partial index only for a
+// query that repeats the index's condition (status = 'queued' alone does not
+// imply it), and without statistics it prefers the (thread_id, ordinal)
+// index for a thread's turns, which walks every turn the thread ever had:
+// each turn/start and each scheduling pass then grew with the history. The
+// turns in progress are few, however long the history.
+const activeTurns = `turns INDEXED BY turns_active`
+
+// activeStatus is turns_active's condition, word for word.
+const activeStatus = `status IN ('queued', 'starting', 'running', 'waitingApproval')`
+
 const threadColumns = `t.id, t.workspace, t.profile, t.title, t.kind, t.head_sequence, t.turn_count, t.created_at, t.updated_at,
-	COALESCE((SELECT status FROM turns WHERE thread_id = t.id AND status IN ('queued','starting','running','waitingApproval') ORDER BY ordinal LIMIT 1), 'idle')`
+	COALESCE((SELECT status FROM ` + activeTurns + ` WHERE thread_id = t.id AND ` + activeStatus + ` ORDER BY ordinal LIMIT 1), 'idle')`
 
 func scanThread(row interface{ Scan(...any) error }) (Thread, error) {
 	var th Thread

@@ -130,7 +130,7 @@ func (s *Sink) Approve(ctx context.Context, kind, summary string, details any) (
 			id, s.threadID, s.turnID, kind, summary, string(raw), ms(w.now)); err != nil {
 			return err
 		}
-		a, err := getApproval(context.Background(), w.tx, id)
+		a, err := getApproval(context.Background(), w, id)
 		if err != nil {
 			return err
 		}

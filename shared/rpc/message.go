@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"strconv"
 
 	"github.com/deepcode-dev/deepcode/shared/errs"
@@ -133,7 +132,11 @@ func (m *Message) IsResponse() bool { return m.Method == "" }
 // member holding a line break is compacted, so that every encoded message
 // stays on one line (the stdio relay frames by lines).
 func Encode(m *Message) ([]byte, error) {
-	b := make([]byte, 0, 48+len(m.Method)+len(m.Params)+len(m.Result))
+	idLen := 4
+	if m.ID != nil {
+		idLen = len(m.ID.raw)
+	}
+	b := make([]byte, 0, 48+idLen+len(m.Method)+len(m.Params)+len(m.Result))
 	b = append(b, `{"jsonrpc":"2.0"`...)
 	appendID := func() {
 		b = append(b, `,"id":`...)
@@ -167,18 +170,36 @@ func Encode(m *Message) ([]byte, error) {
 	if m.ID != nil {
 		appendID()
 	}
-	method, err := json.Marshal(m.Method)
-	if err != nil {
-		return nil, err
+	b = append(b, `,"method":`...)
+	if plainString(m.Method) {
+		b = append(append(append(b, '"'), m.Method...), '"')
+	} else {
+		method, err := json.Marshal(m.Method)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, method...)
 	}
-	b = append(append(b, `,"method":`...), method...)
 	if len(m.Params) > 0 {
 		b = append(b, `,"params":`...)
+		var err error
 		if b, err = appendRaw(b, m.Params); err != nil {
 			return nil, err
 		}
 	}
 	return append(b, '}'), nil
+}
+
+// plainString reports whether json.Marshal would write s between quotes
+// unchanged: printable ASCII without the characters it escapes.
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }
 
 // appendRaw appends a raw JSON value, compacted only if it spans lines.
@@ -261,6 +282,9 @@ func invalid(id *ID, format string, args ...any) *DecodeError {
 
 // Decode parses one JSON-RPC object strictly. Errors are *DecodeError with
 // PARSE_ERROR (not JSON) or INVALID_REQUEST (JSON, but not a valid message).
+//
+// The message's Params and Result are slices of data, not copies: data must
+// not be modified while the message is in use.
 func Decode(data []byte) (*Message, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || data[0] != '{' {
@@ -272,43 +296,66 @@ func Decode(data []byte) (*Message, error) {
 		}
 		return nil, invalid(nil, "a JSON-RPC message must be a JSON object")
 	}
-	// splitObject scans the object once, checking its syntax as it goes
-	// (a separate json.Valid pass would scan large results twice).
-	members, err := splitObject(data)
+	// One pass checks the syntax, splits the members and finds duplicate
+	// top-level names (see scan.go).
+	var room [6]member
+	members, err := scanObject(data, room[:0])
 	if err != nil {
-		var dup duplicateMemberError
-		if errors.As(err, &dup) {
+		if _, dup := err.(duplicateMemberError); dup {
 			return nil, invalid(nil, "%v", err)
 		}
 		return nil, &DecodeError{Err: errs.New(errs.ParseError, "message is not valid JSON")}
 	}
-	var msg Message
+	// The message and its id in one allocation.
+	mid := new(struct {
+		msg Message
+		id  ID
+	})
+	msg := &mid.msg
 	// Read the id first so that every later error can echo it.
-	if raw, ok := members["id"]; ok {
-		id, err := parseID(raw)
-		if err != nil {
-			return nil, invalid(nil, "%v", err)
+	var idRaw []byte
+	hasID := false
+	for _, m := range members {
+		if m.name == "id" {
+			idRaw, hasID = m.value, true
 		}
-		msg.ID = id
 	}
-	for name, raw := range members {
-		switch name {
+	if hasID {
+		switch idRaw[0] {
+		case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+			mid.id.raw = string(idRaw)
+			msg.ID = &mid.id
+		case 'n':
+		default:
+			return nil, invalid(nil, `"id" must be a string or a number`)
+		}
+	}
+	var hasJSONRPC, hasMethod, hasResult bool
+	for _, m := range members {
+		raw := m.value
+		switch m.name {
 		case "jsonrpc":
-			var v string
-			if json.Unmarshal(raw, &v) != nil || v != Version {
-				return nil, invalid(msg.ID, `"jsonrpc" must be "2.0"`)
+			hasJSONRPC = true
+			if string(raw) != `"`+Version+`"` {
+				if v, ok := stringValue(raw); !ok || v != Version {
+					return nil, invalid(msg.ID, `"jsonrpc" must be "2.0"`)
+				}
 			}
 		case "id":
 		case "method":
-			if json.Unmarshal(raw, &msg.Method) != nil || msg.Method == "" {
+			hasMethod = true
+			v, ok := stringValue(raw)
+			if !ok || v == "" {
 				return nil, invalid(msg.ID, `"method" must be a non-empty string`)
 			}
+			msg.Method = v
 		case "params":
 			if raw[0] != '{' {
 				return nil, invalid(msg.ID, `"params" must be a JSON object`)
 			}
 			msg.Params = raw
 		case "result":
+			hasResult = true
 			msg.Result = raw
 		case "error":
 			var w WireError
@@ -319,153 +366,44 @@ func Decode(data []byte) (*Message, error) {
 			}
 			msg.Error = &w
 		default:
-			return nil, invalid(msg.ID, "unknown member %q", name)
+			return nil, invalid(msg.ID, "unknown member %q", m.name)
 		}
 	}
-	if _, ok := members["jsonrpc"]; !ok {
+	if !hasJSONRPC {
 		return nil, invalid(msg.ID, `missing "jsonrpc": "2.0"`)
 	}
-	if err := checkDuplicateKeys(msg.Params); err != nil {
-		return nil, invalid(msg.ID, "params: %v", err)
+	// Duplicate names nested in params (the scan checked the top level).
+	if k, dup := firstDuplicateKey(msg.Params); dup {
+		return nil, invalid(msg.ID, "params: duplicate key %s", strconv.Quote(k))
 	}
-	_, hasResult := members["result"]
 	switch {
 	case msg.Method != "":
 		if hasResult || msg.Error != nil {
 			return nil, invalid(msg.ID, "a request cannot carry result or error")
 		}
-		if _, present := members["id"]; present && msg.ID == nil {
+		if hasID && msg.ID == nil {
 			return nil, invalid(nil, `"id" must be a string or a number`)
 		}
 	case hasResult || msg.Error != nil:
 		if hasResult == (msg.Error != nil) {
 			return nil, invalid(msg.ID, "a response carries exactly one of result and error")
 		}
-		if _, present := members["id"]; !present {
+		if !hasID {
 			return nil, invalid(nil, `a response needs "id"`)
 		}
 		if msg.ID == nil && msg.Error == nil {
 			return nil, invalid(nil, `a result needs a string or number "id"`)
 		}
 	default:
-		if _, ok := members["method"]; ok {
+		if hasMethod {
 			return nil, invalid(msg.ID, `"method" must be a non-empty string`)
 		}
 		return nil, invalid(msg.ID, `a message needs "method", "result" or "error"`)
 	}
-	return &msg, nil
-}
-
-// parseID accepts a string or number literal; null yields a nil id (valid
-// only in error responses, checked by the caller).
-func parseID(raw json.RawMessage) (*ID, error) {
-	switch raw[0] {
-	case '"':
-		return &ID{raw: string(raw)}, nil
-	case 'n':
-		return nil, nil
-	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		return &ID{raw: string(raw)}, nil
-	}
-	return nil, errors.New(`"id" must be a string or a number`)
+	return msg, nil
 }
 
 // duplicateMemberError is a well-formed object with a repeated member.
 type duplicateMemberError string
 
 func (e duplicateMemberError) Error() string { return "duplicate member " + strconv.Quote(string(e)) }
-
-// splitObject returns the members of a JSON object, rejecting duplicate
-// names with duplicateMemberError and any syntax error, including data
-// after the object, with another error.
-func splitObject(data []byte) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if _, err := dec.Token(); err != nil { // '{'
-		return nil, err
-	}
-	members := make(map[string]json.RawMessage, 4)
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		name, ok := tok.(string)
-		if !ok {
-			return nil, errors.New("object member name is not a string")
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, err
-		}
-		if _, dup := members[name]; dup {
-			return nil, duplicateMemberError(name)
-		}
-		members[name] = raw
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return nil, errors.New("object not closed")
-	}
-	if dec.InputOffset() != int64(len(data)) {
-		return nil, errors.New("data after the object")
-	}
-	return members, nil
-}
-
-// checkDuplicateKeys walks raw and rejects any object with a repeated key,
-// at any depth: the standard decoder would silently keep the last one.
-func checkDuplicateKeys(raw json.RawMessage) error {
-	if len(raw) == 0 || bytes.IndexByte(raw, '{') < 0 {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	type frame struct {
-		keys      map[string]struct{}
-		expectKey bool
-	}
-	var stack []frame
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		top := len(stack) - 1
-		switch t := tok.(type) {
-		case json.Delim:
-			switch t {
-			case '{':
-				if top >= 0 && stack[top].keys != nil {
-					stack[top].expectKey = true
-				}
-				stack = append(stack, frame{keys: map[string]struct{}{}, expectKey: true})
-			case '[':
-				if top >= 0 && stack[top].keys != nil {
-					stack[top].expectKey = true
-				}
-				stack = append(stack, frame{})
-			case '}', ']':
-				stack = stack[:top]
-			}
-		case string:
-			if top >= 0 && stack[top].keys != nil && stack[top].expectKey {
-				if _, dup := stack[top].keys[t]; dup {
-					return errors.New("duplicate key " + strconv.Quote(t))
-				}
-				stack[top].keys[t] = struct{}{}
-				stack[top].expectKey = false
-				continue
-			}
-			if top >= 0 && stack[top].keys != nil {
-				stack[top].expectKey = true
-			}
-		default:
-			if top >= 0 && stack[top].keys != nil {
-				stack[top].expectKey = true
-			}
-		}
-	}
-}

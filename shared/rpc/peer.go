@@ -97,23 +97,35 @@ func (o *PeerOptions) fill() {
 // may call, notify and serve. Three goroutines, all owned by Run: the reader
 // (answers pings even while a handler is slow), the dispatcher (handlers in
 // order) and the writer (coalesces queued frames into one flush).
+//
+// A message sent while nothing is queued or being written is written by
+// the sending goroutine itself, as far as the socket takes it without
+// waiting (see WSConn.tryWriteText): waking the writer for every message
+// costs a thread wake-up on each side of every call. Whatever the socket
+// does not take at once, and everything sent meanwhile, goes through the
+// queue and the writer as before, with the same bounds and deadlines.
 type Peer struct {
 	conn *WSConn
 	opts PeerOptions
 
 	inMu    sync.Mutex
-	inQ     []inbound
+	inQ     ring[inbound]
 	inBytes int64
 	inWake  chan struct{}
 
 	outMu    sync.Mutex
 	outQ     [][]byte
+	outSpare [][]byte // the writer's last batch, emptied, for the next queue
 	outBytes int64
 	// The batch the writer is writing still counts against the bounds
 	// until it is written: otherwise a client that reads slowly could hold
 	// a full queue and a full batch, twice the bound.
 	writingFrames int
 	writingBytes  int64
+	// busy: a goroutine owns the output stream (the writer goroutine with a
+	// batch, or a sender writing through). handoff: a write-through left the
+	// end of its frame for the writer goroutine, which now owns the stream.
+	busy, handoff bool
 	closeReq      *CloseError // set by Close: written after the queued frames
 	outWake       chan struct{}
 
@@ -245,11 +257,11 @@ func (p *Peer) readLoop() {
 
 func (p *Peer) enqueueIn(msg *Message, size int64) bool {
 	p.inMu.Lock()
-	if len(p.inQ) >= p.opts.InboundFrames || p.inBytes+size > p.opts.InboundBytes {
+	if p.inQ.len() >= p.opts.InboundFrames || p.inBytes+size > p.opts.InboundBytes {
 		p.inMu.Unlock()
 		return false
 	}
-	p.inQ = append(p.inQ, inbound{msg, size})
+	p.inQ.push(inbound{msg, size})
 	p.inBytes += size
 	p.inMu.Unlock()
 	wake(p.inWake)
@@ -273,17 +285,12 @@ func (p *Peer) dispatchLoop() {
 		}
 		for {
 			p.inMu.Lock()
-			if len(p.inQ) == 0 {
+			if p.inQ.len() == 0 {
 				p.inMu.Unlock()
 				break
 			}
-			next := p.inQ[0]
-			p.inQ[0] = inbound{}
-			p.inQ = p.inQ[1:]
+			next := p.inQ.pop()
 			p.inBytes -= next.size
-			if len(p.inQ) == 0 {
-				p.inQ = nil
-			}
 			p.inMu.Unlock()
 			select {
 			case <-p.done:
@@ -352,12 +359,75 @@ func (p *Peer) enqueueOut(b []byte) bool {
 		p.abort(CloseTryAgainLater, "output queue overflow: the client is not reading")
 		return false
 	}
+	if !p.busy && len(p.outQ) == 0 && p.conn.canWriteThrough() {
+		// Nothing is queued or being written: write from this goroutine
+		// instead of waking the writer (a thread wake-up per message).
+		p.busy = true
+		p.writingFrames, p.writingBytes = 1, int64(len(b))
+		p.outMu.Unlock()
+		p.writeThrough(b)
+		return true
+	}
+	if p.outQ == nil {
+		p.outQ, p.outSpare = p.outSpare, nil
+	}
 	p.outQ = append(p.outQ, b)
 	p.outBytes += int64(len(b))
 	p.outMu.Unlock()
 	wake(p.outWake)
 	return true
 }
+
+// writeThrough writes b, which enqueueOut admitted as the frame being
+// written, without waiting for the socket. Frames queued meanwhile, and a
+// close requested meanwhile, are left to the writer goroutine, woken here;
+// so is the end of b if the socket did not take all of it (the frame keeps
+// counting against the bounds until the writer has written it).
+func (p *Peer) writeThrough(b []byte) {
+	res, err := p.conn.tryWriteText(b)
+	p.outMu.Lock()
+	switch {
+	case err != nil:
+		p.writingFrames, p.writingBytes = 0, 0
+		p.outMu.Unlock()
+		p.writeFailed(err)
+		return
+	case res == writeQueued:
+		// The socket is closing, or another writer holds it: b goes first
+		// in the queue, as if it had been queued, unless an overflow has
+		// dropped the queue meanwhile.
+		if !p.conn.interrupted.Load() {
+			p.outQ = append([][]byte{b}, p.outQ...)
+			p.outBytes += int64(len(b))
+		}
+		p.writingFrames, p.writingBytes = 0, 0
+		p.busy = false
+	case res == writePartial:
+		p.handoff = true
+	default:
+		p.writingFrames, p.writingBytes = 0, 0
+		p.busy = false
+		if len(p.outQ) == 0 && p.closeReq == nil {
+			p.outMu.Unlock()
+			return
+		}
+	}
+	p.outMu.Unlock()
+	wake(p.outWake)
+}
+
+func (p *Peer) writeFailed(err error) {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		p.opts.Logger.Warn("closing a connection: the client read nothing for the write timeout", "err", err)
+	}
+	p.finish(err)
+	p.conn.closeNet()
+}
+
+// maxSpare bounds the batch array a peer keeps for its next queue: the
+// common queue is a frame or two, and a burst's array is left to the
+// collector.
+const maxSpare = 64
 
 func (p *Peer) writeLoop() {
 	for {
@@ -367,27 +437,48 @@ func (p *Peer) writeLoop() {
 		case <-p.outWake:
 		}
 		p.outMu.Lock()
+		if p.busy && !p.handoff {
+			// A sender is writing through; it wakes the writer when done.
+			p.outMu.Unlock()
+			continue
+		}
+		handoff := p.handoff
 		batch, closeReq := p.outQ, p.closeReq
-		p.writingFrames, p.writingBytes = len(batch), p.outBytes
+		p.busy, p.handoff = true, false
+		// A handed-off frame is already counted in writingFrames.
+		p.writingFrames += len(batch)
+		p.writingBytes += p.outBytes
 		p.outQ, p.outBytes = nil, 0
 		p.outMu.Unlock()
-		if len(batch) > 0 {
+		if len(batch) > 0 || handoff {
+			// WriteMessages writes a handed-off frame's tail first.
 			err := p.conn.WriteMessages(batch)
-			p.outMu.Lock()
-			p.writingFrames, p.writingBytes = 0, 0
-			p.outMu.Unlock()
 			if err != nil {
-				if errors.Is(err, os.ErrDeadlineExceeded) {
-					p.opts.Logger.Warn("closing a connection: the client read nothing for the write timeout", "err", err)
-				}
-				p.finish(err)
-				p.conn.closeNet()
+				p.outMu.Lock()
+				p.writingFrames, p.writingBytes = 0, 0
+				p.outMu.Unlock()
+				p.writeFailed(err)
 				return
 			}
 		}
 		if closeReq != nil {
+			p.outMu.Lock()
+			p.writingFrames, p.writingBytes = 0, 0
+			p.outMu.Unlock()
 			p.conn.Close(closeReq.Code, closeReq.Reason)
-			return
+			return // busy stays set: nothing is written after the close frame
+		}
+		clear(batch) // drop the references to the written frames
+		p.outMu.Lock()
+		p.writingFrames, p.writingBytes = 0, 0
+		p.busy = false
+		if cap(batch) <= maxSpare && p.outSpare == nil {
+			p.outSpare = batch[:0]
+		}
+		more := len(p.outQ) > 0 || p.closeReq != nil
+		p.outMu.Unlock()
+		if more {
+			wake(p.outWake)
 		}
 	}
 }
@@ -477,4 +568,33 @@ func (p *Peer) failPending() {
 		close(ch)
 		delete(p.pending, id)
 	}
+}
+
+// ring is a FIFO queue that reuses its array: it grows to the most entries
+// it has held (bounded by the queue's frame limit) and no further.
+type ring[T any] struct {
+	buf        []T
+	head, size int
+}
+
+func (r *ring[T]) len() int { return r.size }
+
+func (r *ring[T]) push(v T) {
+	if r.size == len(r.buf) {
+		grown := make([]T, max(8, 2*len(r.buf)))
+		n := copy(grown, r.buf[r.head:])
+		copy(grown[n:], r.buf[:r.head])
+		r.buf, r.head = grown, 0
+	}
+	r.buf[(r.head+r.size)%len(r.buf)] = v
+	r.size++
+}
+
+func (r *ring[T]) pop() T {
+	var zero T
+	v := r.buf[r.head]
+	r.buf[r.head] = zero // drop the reference
+	r.head = (r.head + 1) % len(r.buf)
+	r.size--
+	return v
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,7 +21,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if sock := os.Getenv(benchServerEnv); sock != "" {
+		serveBenchProcess(sock) // BenchmarkPeerRoundTripProcess's other process
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // server is a real Unix-socket HTTP server whose /rpc upgrades to a Peer.
 type server struct {

@@ -3,12 +3,14 @@ package rpc
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gobwas/ws"
@@ -60,6 +62,14 @@ type WSConn struct {
 	wmu     sync.Mutex
 	bw      *bufio.Writer
 	closing bool // a close frame was written; guarded by wmu
+	// raw is the socket's descriptor when the write-through is possible
+	// (nil otherwise); wt is the write-through's state, guarded by wmu.
+	raw syscall.RawConn
+	wt  writeThrough
+	// hdrBuf and scratch (client side: masked payloads) are reused by
+	// every frame written under wmu.
+	hdrBuf  [ws.MaxHeaderSize]byte
+	scratch []byte
 	// interrupted makes WriteMessages stop at the next frame boundary, so a
 	// close frame can follow promptly without corrupting the stream.
 	interrupted atomic.Bool
@@ -105,7 +115,9 @@ func NewWSConn(nc net.Conn, br *bufio.Reader, clientSide bool, opts ConnOptions)
 		closeTimeout: opts.CloseTimeout,
 		bw:           bufio.NewWriterSize(nc, 4096),
 		closeCh:      make(chan struct{}),
+		raw:          rawConnOf(nc),
 	}
+	c.wt.attempt = c.attemptWrite
 	state := ws.StateServerSide
 	if clientSide {
 		state = ws.StateClientSide
@@ -147,14 +159,46 @@ func (c *WSConn) ReadMessage() ([]byte, error) {
 		if hdr.OpCode != ws.OpText {
 			return nil, c.failClose(CloseUnsupported, "binary frames are not supported; send JSON text messages")
 		}
-		var buf bytes.Buffer
 		if hdr.Fin {
-			buf.Grow(int(hdr.Length))
+			// One frame: read it into a buffer of its exact size.
+			return c.readFrame(make([]byte, hdr.Length))
 		}
+		var buf bytes.Buffer
 		if _, err := buf.ReadFrom(&c.rd); err != nil {
 			return nil, c.readFailed(err)
 		}
 		return buf.Bytes(), nil
+	}
+}
+
+// readFrame reads the payload of an unfragmented message into buf, which
+// has its length. The reader reports the end of the message (io.EOF, after
+// its UTF-8 check) with the read that takes the last byte, or with the
+// next read.
+func (c *WSConn) readFrame(buf []byte) ([]byte, error) {
+	n := 0
+	for {
+		m, err := c.rd.Read(buf[n:])
+		n += m
+		switch {
+		case err == io.EOF:
+			if n != len(buf) {
+				return nil, c.readFailed(io.ErrUnexpectedEOF)
+			}
+			return buf, nil
+		case err != nil:
+			return nil, c.readFailed(err)
+		case m == 0 && n == len(buf):
+			// Unreachable with gobwas/ws's reader, which reports the end
+			// with the last bytes; a zero-length read asks it again.
+			if _, err := c.rd.Read(nil); err != io.EOF {
+				if err == nil {
+					err = io.ErrUnexpectedEOF
+				}
+				return nil, c.readFailed(err)
+			}
+			return buf, nil
+		}
 	}
 }
 
@@ -242,6 +286,9 @@ func (c *WSConn) WriteMessages(msgs [][]byte) error {
 		return nil
 	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+	if err := c.flushTailLocked(); err != nil {
+		return err
+	}
 	return c.bw.Flush()
 }
 
@@ -253,12 +300,42 @@ func (c *WSConn) interruptWrites() {
 }
 
 func (c *WSConn) writeLocked(f ws.Frame) error {
+	if err := c.flushTailLocked(); err != nil {
+		return err
+	}
 	if c.clientSide {
 		// Mask a copy: the caller may reuse or share the payload.
-		f.Payload = append([]byte(nil), f.Payload...)
-		f = ws.MaskFrameInPlace(f)
+		f.Header.Masked = true
+		f.Header.Mask = ws.NewMask()
+		f.Payload = c.maskedCopy(f.Payload, f.Header.Mask)
 	}
-	return ws.WriteFrame(c.bw, f)
+	if err := ws.WriteHeaderBuffer(c.bw, f.Header, c.hdrBuf[:]); err != nil {
+		return err
+	}
+	_, err := c.bw.Write(f.Payload)
+	return err
+}
+
+// maxScratch bounds the masking buffer a client connection keeps.
+const maxScratch = 64 << 10
+
+// maskedCopy returns p masked with mask, in the connection's scratch
+// buffer when it fits. The caller holds wmu; the copy is in use until it
+// has been written (a write-through's tail included: nothing else is
+// written, hence masked, before the tail).
+func (c *WSConn) maskedCopy(p []byte, mask [4]byte) []byte {
+	var out []byte
+	if len(p) <= maxScratch {
+		if cap(c.scratch) < len(p) {
+			c.scratch = make([]byte, min(max(len(p), 512, 2*cap(c.scratch)), maxScratch))
+		}
+		out = c.scratch[:len(p)]
+	} else {
+		out = make([]byte, len(p))
+	}
+	copy(out, p)
+	ws.Cipher(out, mask, 0)
+	return out
 }
 
 func (c *WSConn) writeFrame(f ws.Frame) error {
@@ -336,3 +413,113 @@ func (c *WSConn) closeNet() {
 
 // Closed is closed once the socket is closed.
 func (c *WSConn) Closed() <-chan struct{} { return c.closeCh }
+
+// writeThrough is the state of WSConn.tryWriteText, guarded by wmu.
+type writeThrough struct {
+	attempt func(fd uintptr) bool // c.attemptWrite, bound once
+	hdrBuf  [14]byte
+	// hdr and body are the frame being attempted, then its unwritten end
+	// (the tail) until a blocking writer has written it.
+	hdr, body []byte
+	iov       [2][]byte
+	n         int
+	err       error
+}
+
+// writeThroughResult says what tryWriteText did.
+type writeThroughResult int
+
+const (
+	// writeQueued: nothing was written; queue the frame for the writer.
+	writeQueued writeThroughResult = iota
+	// writeDone: the whole frame is on the socket.
+	writeDone
+	// writePartial: the frame was started; its tail must be written (with
+	// the write deadline) by the next writer, before any other frame.
+	writePartial
+)
+
+// canWriteThrough reports whether tryWriteText may write on this socket.
+func (c *WSConn) canWriteThrough() bool { return c.raw != nil }
+
+// tryWriteText writes one text message as a single frame from the calling
+// goroutine if the socket takes it now, without ever waiting for the
+// socket or for another writer: the peer's writer goroutine then needs no
+// wake-up. It writes only when nothing else is buffered; what the socket does not take stays as the
+// tail, which every later write (WriteMessages, control frames, the close
+// frame) writes first, so frames never interleave. An error is a broken
+// socket.
+func (c *WSConn) tryWriteText(payload []byte) (writeThroughResult, error) {
+	// Never wait for the lock either: its holder may be writing a control
+	// frame into a full socket.
+	if !c.wmu.TryLock() {
+		return writeQueued, nil
+	}
+	defer c.wmu.Unlock()
+	if c.raw == nil || c.closing || c.bw.Buffered() > 0 || c.tailPending() || c.interrupted.Load() {
+		return writeQueued, nil
+	}
+	hdr := c.wt.hdrBuf[:0]
+	hdr = append(hdr, 0x80|byte(ws.OpText)) // FIN, text
+	var maskBit byte
+	if c.clientSide {
+		maskBit = 0x80
+	}
+	switch n := len(payload); {
+	case n < 126:
+		hdr = append(hdr, maskBit|byte(n))
+	case n <= 0xffff:
+		hdr = append(hdr, maskBit|126, byte(n>>8), byte(n))
+	default:
+		hdr = append(hdr, maskBit|127)
+		hdr = binary.BigEndian.AppendUint64(hdr, uint64(n))
+	}
+	if c.clientSide {
+		// Mask a copy: the caller may reuse or share the payload.
+		mask := ws.NewMask()
+		hdr = append(hdr, mask[:]...)
+		payload = c.maskedCopy(payload, mask)
+	}
+	// Every write has a deadline; this one cannot wait, but a deadline
+	// left over from an earlier write may have passed.
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+	c.wt.hdr, c.wt.body = hdr, payload
+	err := c.raw.Write(c.wt.attempt)
+	if err == nil {
+		err = c.wt.err
+	}
+	n := c.wt.n
+	c.wt.err, c.wt.n = nil, 0
+	if err != nil {
+		c.wt.hdr, c.wt.body = nil, nil
+		return writePartial, err
+	}
+	if n < len(hdr) {
+		c.wt.hdr = hdr[n:]
+	} else {
+		c.wt.hdr = nil
+		c.wt.body = payload[n-len(hdr):]
+	}
+	if !c.tailPending() {
+		c.wt.body = nil
+		return writeDone, nil
+	}
+	return writePartial, nil
+}
+
+func (c *WSConn) tailPending() bool { return len(c.wt.hdr) > 0 || len(c.wt.body) > 0 }
+
+// flushTailLocked writes the end of a frame the write-through started.
+// The caller holds wmu and has set the write deadline.
+func (c *WSConn) flushTailLocked() error {
+	if !c.tailPending() {
+		return nil
+	}
+	hdr, body := c.wt.hdr, c.wt.body
+	c.wt.hdr, c.wt.body = nil, nil
+	if _, err := c.bw.Write(hdr); err != nil {
+		return err
+	}
+	_, err := c.bw.Write(body)
+	return err
+}

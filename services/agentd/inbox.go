@@ -1,0 +1,73 @@
+package agentd
+
+import "sync"
+
+// inboxMax is how many messages a runtime's reader may get ahead of its
+// turn before it waits (back-pressure on a runtime that outruns the
+// journal).
+const inboxMax = 4096
+
+// inbox passes a runtime's messages from its reader to the running turn, in
+// order. It behaves as a channel of inboxMax messages would (put waits
+// while it is full), but it takes room as messages come: a channel takes
+// its whole buffer at once, and each turn of a runtime made one (1.1 MB for
+// claude's messages, 390 KB for codex's), to be zeroed, and scanned by
+// every garbage collection while the turn ran.
+type inbox[T any] struct {
+	mu    sync.Mutex
+	items []T
+	head  int           // items[head:] are waiting
+	ready chan struct{} // a message may be waiting
+	room  chan struct{} // a message was taken
+}
+
+func newInbox[T any]() *inbox[T] {
+	return &inbox[T]{ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+}
+
+// put adds a message, waiting while inboxMax messages are waiting. One
+// goroutine (the runtime's reader) puts.
+func (q *inbox[T]) put(v T) {
+	for {
+		q.mu.Lock()
+		if len(q.items)-q.head < inboxMax {
+			if len(q.items) == cap(q.items) && q.head > 0 {
+				// Reuse the room of the messages taken.
+				n := copy(q.items, q.items[q.head:])
+				clear(q.items[n:])
+				q.items, q.head = q.items[:n], 0
+			}
+			q.items = append(q.items, v)
+			q.mu.Unlock()
+			select {
+			case q.ready <- struct{}{}:
+			default:
+			}
+			return
+		}
+		q.mu.Unlock()
+		<-q.room
+	}
+}
+
+// next takes the next message, if one is waiting. A receive from ready
+// tells that one may be.
+func (q *inbox[T]) next() (T, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var zero T
+	if q.head == len(q.items) {
+		return zero, false
+	}
+	v := q.items[q.head]
+	q.items[q.head] = zero
+	q.head++
+	if q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+	}
+	select {
+	case q.room <- struct{}{}:
+	default:
+	}
+	return v, true
+}
