@@ -10,9 +10,10 @@ SERVICES := deepcode-manager deepcode-gateway deepcode-supervisor deepcode-agent
 
 all: build
 
-## build: every binary into bin/
+## build: every binary into bin/, statically linked (no cgo: nothing needs
+## it, and a static binary starts faster and maps less: fewer page faults)
 build:
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
 ## web: rebuild the web client (services/gateway/web/dist, committed and
 ## embedded by the gateway) reproducibly from the pinned npm packages

@@ -55,7 +55,10 @@ type business struct {
 
 	subsMu sync.Mutex
 	subs   map[*session]struct{}
-	events *eventLink
+	// subList is subs as a slice, replaced (never modified) under subsMu:
+	// the fan-out reads it without a lock.
+	subList atomic.Pointer[[]*session]
+	events  *eventLink
 }
 
 func newBusiness(g *Gateway) *business {
@@ -73,6 +76,7 @@ type session struct {
 	peer        *rpc.Peer
 	initialized atomic.Bool
 	surface     string
+	out         outbox // notifications (outbox.go)
 }
 
 // serve upgrades and serves one client connection.
@@ -89,8 +93,12 @@ func (b *business) serveWith(w http.ResponseWriter, r *http.Request, attach func
 	}
 	defer b.conns.Add(-1)
 	s := &session{b: b}
-	b.g.svc.ServePeerHook(w, r, rpc.HandlerFunc(s.handle), rpc.PeerOptions{Executor: b.executor}, attach)
+	// The peer queues the answers; notifications have their own queue
+	// (outbox.go), and the two share the connection's output bounds.
+	b.g.svc.ServePeerHook(w, r, rpc.HandlerFunc(s.handle), rpc.PeerOptions{Executor: b.executor,
+		OutboundFrames: replyFrames, OutboundBytes: replyBytes}, attach)
 	b.unsubscribe(s)
+	s.stopNotifications()
 }
 
 func (s *session) handle(ctx context.Context, req *rpc.Request) (any, error) {
@@ -160,6 +168,7 @@ func (b *business) subscribe(s *session) error {
 	b.subsMu.Lock()
 	b.subs[s] = struct{}{}
 	n := len(b.subs)
+	b.publishSubsLocked()
 	b.subsMu.Unlock()
 	if n == 1 {
 		b.events.want(true)
@@ -172,23 +181,42 @@ func (b *business) unsubscribe(s *session) {
 	_, was := b.subs[s]
 	delete(b.subs, s)
 	n := len(b.subs)
+	if was {
+		b.publishSubsLocked()
+	}
 	b.subsMu.Unlock()
 	if was && n == 0 {
 		b.events.want(false)
 	}
 }
 
-// fanout sends one already-encoded notification to every subscribed
-// client. A client that cannot keep up is closed by its own bounded queue
-// (1013); nobody else waits for it.
-func (b *business) fanout(msg []byte) {
-	b.subsMu.Lock()
+// publishSubsLocked replaces subList after a change of subs.
+func (b *business) publishSubsLocked() {
+	list := make([]*session, 0, len(b.subs))
 	for s := range b.subs {
-		if s.peer != nil {
-			s.peer.SendRaw(msg)
+		list = append(list, s)
+	}
+	b.subList.Store(&list)
+}
+
+// fanout queues one already-encoded notification, the same bytes, for
+// every subscribed client, then waits while the gateway's own writing is
+// behind (outbox.go): never longer than stallAfter for a client that does
+// not read, which is closed by its own bounded queue (1013).
+func (b *business) fanout(msg []byte) {
+	list := b.subList.Load()
+	if list == nil {
+		return
+	}
+	var behind []*session
+	for _, s := range *list {
+		if s.notify(msg) {
+			behind = append(behind, s)
 		}
 	}
-	b.subsMu.Unlock()
+	for _, s := range behind {
+		s.drain()
+	}
 }
 
 // closeSubscribers closes every subscribed client connection.

@@ -42,6 +42,7 @@ type biz struct {
 	countOnly atomic.Bool
 	mu        sync.Mutex
 	seen      map[string]int // "thread/seq" → deliveries
+	seqs      []int64        // the events' sequences, in arrival order
 }
 
 func dialBiz(t testing.TB, in *clienttest.Instance, header http.Header) (*biz, error) {
@@ -66,6 +67,7 @@ func dialBiz(t testing.TB, in *clienttest.Instance, header http.Header) (*biz, e
 		if err := json.Unmarshal(req.Params, &ev); err == nil {
 			c.mu.Lock()
 			c.seen[fmt.Sprintf("%s/%d", ev.ThreadID, ev.Seq)]++
+			c.seqs = append(c.seqs, ev.Seq)
 			c.mu.Unlock()
 		}
 		c.events.Add(1)
@@ -528,7 +530,7 @@ func TestBusinessSlowClient(t *testing.T) {
 	}
 	// The reading client got every event once, through the turn's end.
 	var replay struct {
-		Head int64 `json:"head"`
+		Head int64 `json:"headSequence"`
 	}
 	c.must(api.MethodEventReplay, map[string]any{"threadId": thread, "after": 0, "maxBytes": 1024}, &replay)
 	deadline := time.Now().Add(30 * time.Second)
@@ -552,6 +554,57 @@ func TestBusinessSlowClient(t *testing.T) {
 			t.Fatalf("the reading client saw %d events of %d", n, replay.Head)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestBusinessFanoutBurst: a turn's burst of events, streamed to as many
+// connections as the gateway takes, reaches every one of them exactly once
+// and in order: however far the gateway's forwarding gets ahead, a client
+// that reads is not closed for it (output bounds are for clients that
+// do not read).
+func TestBusinessFanoutBurst(t *testing.T) {
+	in := clienttest.Start(t)
+	conns := []*biz{mustBiz(t, in)}
+	for len(conns) < gateway.MaxConnections {
+		conns = append(conns, mustBiz(t, in))
+	}
+	thread := conns[0].thread()
+	// 80,000 words: 10,000 delta events (as in BenchmarkFanout), and the
+	// turn's and the item's own.
+	words := strings.TrimSpace(strings.Repeat("w ", 80000))
+	turn := conns[0].startTurn(thread, "burst", "say "+words)
+	conns[0].waitTurn(thread, turn.ID, agentd.StatusCompleted)
+	var replay struct {
+		Head int64 `json:"headSequence"`
+	}
+	conns[0].must(api.MethodEventReplay, map[string]any{"threadId": thread, "after": 0, "maxBytes": 1024}, &replay)
+	if replay.Head < 10000 {
+		t.Fatalf("the turn has %d events", replay.Head)
+	}
+	for i, c := range conns {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			c.mu.Lock()
+			got := slices.Clone(c.seqs) // the instance's only thread
+			c.mu.Unlock()
+			if int64(len(got)) >= replay.Head {
+				for j, seq := range got {
+					if seq != int64(j+1) {
+						t.Fatalf("connection %d: event %d has sequence %d", i, j+1, seq)
+					}
+				}
+				break
+			}
+			select {
+			case <-c.peer.Done():
+				t.Fatalf("connection %d closed with %d of %d events: %v", i, len(got), replay.Head, c.peer.Err())
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("connection %d has %d of %d events", i, len(got), replay.Head)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -35,6 +36,34 @@ func rawSpawn(b *testing.B, env *testkit.Env) {
 		ds = append(ds, time.Since(t0))
 	}
 	reportPercentiles(b, ds, "raw-spawn")
+	emptySpawn(b)
+}
+
+// emptySpawn measures the machine's floor under that: starting a static Go
+// program that prints one line and exits. On a virtual machine where a page
+// fault is expensive, this floor alone can be a large part of a goal.
+func emptySpawn(b *testing.B) {
+	dir := b.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte("package main\n\nimport \"os\"\n\nfunc main() { os.Stdout.WriteString(\"dev\\n\") }\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	bin := filepath.Join(dir, "empty")
+	build := exec.Command("go", "build", "-o", bin, src)
+	build.Dir = dir
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GO111MODULE=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	var ds []time.Duration
+	for i := 0; i < 20; i++ {
+		t0 := time.Now()
+		if err := exec.Command(bin).Run(); err != nil {
+			b.Fatal(err)
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	reportPercentiles(b, ds, "empty-go-spawn")
 }
 
 // BenchmarkServiceStart: `deepcode service start` from nothing running to

@@ -1,11 +1,13 @@
 package testkit
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -58,6 +60,62 @@ func StartEcho(tb testing.TB, network string) string {
 	go func() { _ = srv.Serve(ln) }()
 	tb.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String()
+}
+
+// StartEchoProcess is StartEcho with the server in a process of its own
+// (shared/testkit/echoserver): the transport's round trip between two
+// processes, the fair floor for a service that answers from another
+// process (each side's wakeups are then a scheduler's cross-process
+// hand-off, not a goroutine's).
+func StartEchoProcess(tb testing.TB, network string) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp("", "dcecho-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "echoserver")
+	build := exec.Command("go", "build", "-o", bin, "./shared/testkit/echoserver")
+	build.Dir = ModuleRoot()
+	if !raceEnabled {
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	}
+	if out, err := build.CombinedOutput(); err != nil {
+		tb.Fatalf("go build echoserver: %v\n%s", err, out)
+	}
+	addr := "127.0.0.1:0"
+	if network == "unix" {
+		addr = filepath.Join(dir, "echo.sock")
+	}
+	cmd := exec.Command(bin, network, addr)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		_ = stdin.Close() // the server stops when its input closes
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		tb.Fatalf("the echo server did not start: %v", err)
+	}
+	return strings.TrimSpace(line)
 }
 
 // DialEcho connects to an echo server and returns a function that sends

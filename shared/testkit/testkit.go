@@ -55,6 +55,11 @@ func Binaries(t testing.TB) string {
 		args = append(args, "./cmd/...")
 		cmd := exec.Command("go", args...)
 		cmd.Dir = ModuleRoot()
+		if !raceEnabled {
+			// As `make build` and the packages build them: static. The
+			// race detector needs cgo.
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

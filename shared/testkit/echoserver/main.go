@@ -1,0 +1,44 @@
+// Command echoserver is the bare WebSocket echo of testkit.StartEchoProcess:
+// gobwas/ws through shared/rpc's connection, without JSON-RPC, in a process
+// of its own, so that benchmarks compare a service in another process with
+// the transport's round trip between two processes. It listens on the
+// network and address of its arguments, prints the address, and serves until
+// its standard input closes.
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+
+	"github.com/deepcode-dev/deepcode/shared/rpc"
+)
+
+func main() {
+	if len(os.Args) != 3 {
+		fmt.Fprintln(os.Stderr, "usage: echoserver unix|tcp ADDRESS")
+		os.Exit(2)
+	}
+	ln, err := net.Listen(os.Args[1], os.Args[2])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, err := rpc.Upgrade(w, r, rpc.ConnOptions{})
+		if err != nil {
+			return
+		}
+		for {
+			m, err := conn.ReadMessage()
+			if err != nil || conn.WriteMessages([][]byte{m}) != nil {
+				return
+			}
+		}
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Println(ln.Addr().String())
+	_, _ = os.Stdin.Read(make([]byte, 1))
+	_ = srv.Close()
+}
