@@ -83,7 +83,7 @@ func (a *Agentd) agentMethods(mux *rpc.Mux) {
 		if err != nil {
 			return AgentView{}, err
 		}
-		t, ok, err := latestTurn(ctx, a.db.SQL(), th.ID)
+		t, ok, err := latestTurn(ctx, a.e.q, th.ID)
 		if err != nil {
 			return AgentView{}, err
 		}
@@ -94,13 +94,13 @@ func (a *Agentd) agentMethods(mux *rpc.Mux) {
 		return v, nil
 	}))
 	mux.Handle(api.MethodAgentList, rpc.Method(func(ctx context.Context, _ struct{}) (map[string]any, error) {
-		ths, _, err := listThreads(ctx, a.db.SQL(), "agent", "", 1000)
+		ths, _, err := listThreads(ctx, a.e.q, "agent", "", 1000)
 		if err != nil {
 			return nil, err
 		}
 		out := []AgentSummary{}
 		for _, th := range ths {
-			t, ok, err := latestTurn(ctx, a.db.SQL(), th.ID)
+			t, ok, err := latestTurn(ctx, a.e.q, th.ID)
 			if err != nil {
 				return nil, err
 			}
@@ -115,7 +115,7 @@ func (a *Agentd) agentThread(ctx context.Context, id string) (Thread, error) {
 	if !validID("thr_", id) {
 		return Thread{}, errs.New(errs.NotFound, "no agent %q (agent ids look like thr_…; provider session ids are not agent ids)", id)
 	}
-	th, err := getThread(ctx, a.db.SQL(), id)
+	th, err := getThread(ctx, a.e.q, id)
 	if err != nil || th.Kind != "agent" {
 		return Thread{}, errs.New(errs.NotFound, "no agent %q", id)
 	}

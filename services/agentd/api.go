@@ -92,7 +92,7 @@ func (a *Agentd) methods(mux *rpc.Mux) {
 		if err != nil {
 			return nil, err
 		}
-		ths, next, err := listThreads(ctx, a.db.SQL(), "", p.Cursor, limit)
+		ths, next, err := listThreads(ctx, a.e.q, "", p.Cursor, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -103,11 +103,11 @@ func (a *Agentd) methods(mux *rpc.Mux) {
 		return out, nil
 	}))
 	mux.Handle(api.MethodThreadRead, rpc.Method(func(ctx context.Context, p threadRef) (map[string]any, error) {
-		th, err := getThread(ctx, a.db.SQL(), p.ThreadID)
+		th, err := getThread(ctx, a.e.q, p.ThreadID)
 		if err != nil {
 			return nil, err
 		}
-		turns, err := threadTurns(ctx, a.db.SQL(), p.ThreadID)
+		turns, err := threadTurns(ctx, a.e.q, p.ThreadID)
 		if err != nil {
 			return nil, err
 		}
@@ -122,14 +122,14 @@ func (a *Agentd) methods(mux *rpc.Mux) {
 	mux.Handle(api.MethodTurnSteer, rpc.Method(a.steer))
 	mux.Handle(api.MethodTurnInterrupt, rpc.Method(a.interrupt))
 	mux.Handle(api.MethodTurnRead, rpc.Method(func(ctx context.Context, p turnRef) (map[string]any, error) {
-		if _, err := getThread(ctx, a.db.SQL(), p.ThreadID); err != nil {
+		if _, err := getThread(ctx, a.e.q, p.ThreadID); err != nil {
 			return nil, err
 		}
-		t, err := getTurn(ctx, a.db.SQL(), p.ThreadID, p.TurnID)
+		t, err := getTurn(ctx, a.e.q, p.ThreadID, p.TurnID)
 		if err != nil {
 			return nil, err
 		}
-		items, err := turnItems(ctx, a.db.SQL(), p.TurnID)
+		items, err := turnItems(ctx, a.e.q, p.TurnID)
 		if err != nil {
 			return nil, err
 		}
@@ -139,13 +139,13 @@ func (a *Agentd) methods(mux *rpc.Mux) {
 		ThreadID  string `json:"threadId"`
 		MessageID string `json:"messageId"`
 	}) (map[string]any, error) {
-		if _, err := getThread(ctx, a.db.SQL(), p.ThreadID); err != nil {
+		if _, err := getThread(ctx, a.e.q, p.ThreadID); err != nil {
 			return nil, err
 		}
 		if err := checkMessageID(p.MessageID); err != nil {
 			return nil, err
 		}
-		r, err := receiptByKey(ctx, a.db.SQL(), p.ThreadID, p.MessageID)
+		r, err := receiptByKey(ctx, a.e.q, p.ThreadID, p.MessageID)
 		if err != nil {
 			return nil, err
 		}
@@ -159,11 +159,11 @@ func (a *Agentd) methods(mux *rpc.Mux) {
 		ThreadID string `json:"threadId,omitempty"`
 	}) (map[string]any, error) {
 		if p.ThreadID != "" {
-			if _, err := getThread(ctx, a.db.SQL(), p.ThreadID); err != nil {
+			if _, err := getThread(ctx, a.e.q, p.ThreadID); err != nil {
 				return nil, err
 			}
 		}
-		as, err := pendingApprovals(ctx, a.db.SQL(), p.ThreadID)
+		as, err := pendingApprovals(ctx, a.e.q, p.ThreadID)
 		if err != nil {
 			return nil, err
 		}
@@ -572,10 +572,10 @@ func (a *Agentd) interrupt(ctx context.Context, p turnRef) (map[string]any, erro
 	if err := a.requireOwner(); err != nil {
 		return nil, err
 	}
-	if _, err := getThread(ctx, a.db.SQL(), p.ThreadID); err != nil {
+	if _, err := getThread(ctx, a.e.q, p.ThreadID); err != nil {
 		return nil, err
 	}
-	t, err := getTurn(ctx, a.db.SQL(), p.ThreadID, p.TurnID)
+	t, err := getTurn(ctx, a.e.q, p.ThreadID, p.TurnID)
 	if err != nil {
 		return nil, err
 	}
@@ -585,7 +585,7 @@ func (a *Agentd) interrupt(ctx context.Context, p turnRef) (map[string]any, erro
 	if err := a.e.interrupt(ctx, p.ThreadID, p.TurnID); err != nil {
 		return nil, err
 	}
-	t, err = getTurn(ctx, a.db.SQL(), p.ThreadID, p.TurnID)
+	t, err = getTurn(ctx, a.e.q, p.ThreadID, p.TurnID)
 	if err != nil {
 		return nil, err
 	}

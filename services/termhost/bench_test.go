@@ -3,7 +3,6 @@
 package termhost_test
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -130,7 +129,7 @@ func BenchmarkRead64K(b *testing.B) {
 	}
 	// The codec's share, in this process: what termhost does to answer
 	// with the page (rpc.NewResult, rpc.Encode) and what the client does
-	// with it (rpc.Decode, then Peer.Call's json.Unmarshal).
+	// with it (rpc.Decode, then Peer.Call's rpc.UnmarshalResult).
 	id1 := rpc.NumberID(1)
 	codec := func() (enc, dec time.Duration) {
 		t0 := time.Now()
@@ -148,7 +147,7 @@ func BenchmarkRead64K(b *testing.B) {
 			b.Fatal(err)
 		}
 		var back termhost.ReadResult
-		if err := json.Unmarshal(d.Result, &back); err != nil {
+		if err := rpc.UnmarshalResult(d.Result, &back); err != nil {
 			b.Fatal(err)
 		}
 		return t1.Sub(t0), time.Since(t1)

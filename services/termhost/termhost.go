@@ -94,7 +94,9 @@ func (h *Termhost) methods(mux *rpc.Mux) {
 	mux.Handle(api.MethodTerminalResize, rpc.Method(h.resize))
 	mux.Handle(api.MethodTerminalClose, rpc.Method(h.close))
 	mux.Handle(api.MethodTerminalList, rpc.Method(h.list))
-	mux.Handle(api.MethodTerminalRead, rpc.Method(h.read))
+	// A read only copies from a window under its lock: it is served on the
+	// connection's reader goroutine, without a hand-off per page.
+	mux.HandleInline(api.MethodTerminalRead, rpc.Method(h.read))
 }
 
 // initialize checks the protocol version and subscribes the connection to

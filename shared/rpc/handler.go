@@ -49,6 +49,7 @@ func (f HandlerFunc) ServeRPC(ctx context.Context, req *Request) (any, error) { 
 // Mux routes by exact method name.
 type Mux struct {
 	methods map[string]Handler
+	inline  map[string]bool
 }
 
 // NewMux returns an empty Mux.
@@ -61,6 +62,40 @@ func (m *Mux) Handle(method string, h Handler) {
 		panic("rpc: method registered twice: " + method)
 	}
 	m.methods[method] = h
+}
+
+// HandleInline registers h for method like Handle, and lets the Peer
+// serving this Mux run it on its reader goroutine when no other handler is
+// running or queued on that peer (the answer then needs no hand-off to
+// the dispatcher goroutine). Order is kept: requests still run one at a
+// time in arrival order. h must be quick and must never wait: not for I/O,
+// not for a lock held across I/O, and never for an answer from the peer it
+// serves (the reader that would read that answer is running h). A wrapper
+// around the Mux (such as a service's drain gate) keeps the mark by
+// implementing Inliner itself.
+func (m *Mux) HandleInline(method string, h Handler) {
+	m.Handle(method, h)
+	if m.inline == nil {
+		m.inline = map[string]bool{}
+	}
+	m.inline[method] = true
+}
+
+// Inline implements Inliner: whether method was registered with
+// HandleInline.
+func (m *Mux) Inline(method string) bool { return m.inline[method] }
+
+// Inliner is a Handler that names the methods a Peer may serve on its
+// reader goroutine (see Mux.HandleInline).
+type Inliner interface {
+	Inline(method string) bool
+}
+
+// IsInline reports whether h marks method as inline: a wrapper of h uses it
+// to implement Inliner.
+func IsInline(h Handler, method string) bool {
+	il, ok := h.(Inliner)
+	return ok && il.Inline(method)
 }
 
 // HandleFunc registers a function.

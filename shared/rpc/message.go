@@ -111,6 +111,15 @@ type Message struct {
 	Params json.RawMessage
 	Result json.RawMessage
 	Error  *WireError
+
+	// wire is the whole encoded response when NewResult wrote Result in
+	// place inside it (Result is then its tail but for the closing
+	// brace), for ID wireID: Encode returns it instead of copying Result.
+	wire   []byte
+	wireID string
+	// frame is the message as read, for a response to a Call: Call hands
+	// it back to the connection once it has decoded the answer.
+	frame []byte
 }
 
 // IsRequest reports a method call that expects a response.
@@ -132,6 +141,9 @@ func (m *Message) IsResponse() bool { return m.Method == "" }
 // member holding a line break is compacted, so that every encoded message
 // stays on one line (the stdio relay frames by lines).
 func Encode(m *Message) ([]byte, error) {
+	if m.wire != nil && m.prebuilt() {
+		return m.wire, nil
+	}
 	idLen := 4
 	if m.ID != nil {
 		idLen = len(m.ID.raw)
@@ -249,8 +261,38 @@ func marshalParams(params any) (json.RawMessage, error) {
 	return b, nil
 }
 
-// NewResult builds a success response.
+// NewResult builds a success response. A result that is a JSONAppender
+// encodes itself, straight into the response's encoding: Encode then
+// neither copies nor allocates a large result again.
 func NewResult(id *ID, result any) (*Message, error) {
+	if a, ok := result.(JSONAppender); ok {
+		m := &Message{ID: id}
+		head := append(make([]byte, 0, 512), `{"jsonrpc":"2.0","id":`...)
+		if id == nil {
+			head = append(head, "null"...)
+		} else {
+			head = append(head, id.raw...)
+			m.wireID = id.raw
+		}
+		head = append(head, `,"result":`...)
+		b, err := a.AppendJSON(head)
+		if err != nil {
+			return nil, err
+		}
+		n := len(head)
+		if len(b) <= n || !bytes.Equal(b[:n], head) {
+			return nil, errors.New("rpc: AppendJSON must append a value to its argument")
+		}
+		m.Result = b[n:len(b):len(b)]
+		// The wire form is kept only when Encode would not change the
+		// result (it compacts a result that spans lines).
+		if len(m.Result) > 0 && bytes.IndexByte(m.Result, '\n') < 0 && bytes.IndexByte(m.Result, '\r') < 0 {
+			b = append(b, '}')
+			m.wire = b[:len(b):len(b)]
+			m.Result = m.wire[n : len(b)-1 : len(b)-1]
+		}
+		return m, nil
+	}
 	b, err := json.Marshal(result)
 	if err != nil {
 		return nil, err
@@ -407,3 +449,16 @@ func Decode(data []byte) (*Message, error) {
 type duplicateMemberError string
 
 func (e duplicateMemberError) Error() string { return "duplicate member " + strconv.Quote(string(e)) }
+
+// prebuilt reports whether m.wire still encodes m: a response with the
+// same id and Result still the slice of wire that NewResult made.
+func (m *Message) prebuilt() bool {
+	if m.Method != "" || m.Error != nil || len(m.Result) == 0 || len(m.Params) != 0 {
+		return false
+	}
+	if (m.ID == nil) != (m.wireID == "") || m.ID != nil && m.ID.raw != m.wireID {
+		return false
+	}
+	n := len(m.wire) - 1 - len(m.Result)
+	return n > 0 && &m.wire[n] == &m.Result[0]
+}

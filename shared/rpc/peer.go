@@ -96,7 +96,10 @@ func (o *PeerOptions) fill() {
 // Peer is one JSON-RPC endpoint over a WSConn. It is symmetric: either side
 // may call, notify and serve. Three goroutines, all owned by Run: the reader
 // (answers pings even while a handler is slow), the dispatcher (handlers in
-// order) and the writer (coalesces queued frames into one flush).
+// order) and the writer (coalesces queued frames into one flush). A method
+// registered with HandleInline is served by the reader itself when nothing
+// else is running or queued: waking the dispatcher for it would cost a
+// thread wake-up per call.
 //
 // A message sent while nothing is queued or being written is written by
 // the sending goroutine itself, as far as the socket takes it without
@@ -112,6 +115,10 @@ type Peer struct {
 	inQ     ring[inbound]
 	inBytes int64
 	inWake  chan struct{}
+	// serving: a handler is running, on the dispatcher or inline on the
+	// reader (see serveInline). Guarded by inMu.
+	serving    bool
+	handlerCtx context.Context
 
 	outMu    sync.Mutex
 	outQ     [][]byte
@@ -141,7 +148,7 @@ type Peer struct {
 // NewPeer wraps conn. Call Run to start it.
 func NewPeer(conn *WSConn, opts PeerOptions) *Peer {
 	opts.fill()
-	return &Peer{
+	p := &Peer{
 		conn:    conn,
 		opts:    opts,
 		inWake:  make(chan struct{}, 1),
@@ -149,6 +156,8 @@ func NewPeer(conn *WSConn, opts PeerOptions) *Peer {
 		pending: map[string]chan *Message{},
 		done:    make(chan struct{}),
 	}
+	p.handlerCtx = context.WithValue(context.WithoutCancel(opts.BaseContext), peerKey{}, p)
+	return p
 }
 
 type inbound struct {
@@ -245,7 +254,11 @@ func (p *Peer) readLoop() {
 			continue
 		}
 		if msg.IsResponse() {
+			msg.frame = data
 			p.deliver(msg)
+			continue
+		}
+		if p.serveInline(msg) {
 			continue
 		}
 		if !p.enqueueIn(msg, int64(len(data))) {
@@ -276,7 +289,6 @@ func wake(ch chan struct{}) {
 }
 
 func (p *Peer) dispatchLoop() {
-	ctx := context.WithValue(context.WithoutCancel(p.opts.BaseContext), peerKey{}, p)
 	for {
 		select {
 		case <-p.done:
@@ -291,15 +303,47 @@ func (p *Peer) dispatchLoop() {
 			}
 			next := p.inQ.pop()
 			p.inBytes -= next.size
+			p.serving = true
 			p.inMu.Unlock()
 			select {
 			case <-p.done:
 				return // not yet admitted: dropped with the connection
 			default:
 			}
-			p.serve(ctx, next.msg)
+			p.serve(p.handlerCtx, next.msg)
+			p.inMu.Lock()
+			p.serving = false
+			p.inMu.Unlock()
 		}
 	}
+}
+
+// serveInline serves msg on the reader goroutine if its method was
+// registered with HandleInline, no handler is running or queued (order is
+// kept) and no Executor bounds the handlers (acquiring may wait). It
+// reports whether it did.
+func (p *Peer) serveInline(msg *Message) bool {
+	if p.opts.Executor != nil || !IsInline(p.opts.Handler, msg.Method) {
+		return false
+	}
+	p.inMu.Lock()
+	if p.serving || p.inQ.len() > 0 {
+		p.inMu.Unlock()
+		return false
+	}
+	p.serving = true
+	p.inMu.Unlock()
+	select {
+	case <-p.done:
+		// Not admitted: dropped with the connection, as the dispatcher
+		// drops what it has not started.
+	default:
+		p.serve(p.handlerCtx, msg)
+	}
+	p.inMu.Lock()
+	p.serving = false
+	p.inMu.Unlock()
+	return true
 }
 
 func (p *Peer) serve(ctx context.Context, msg *Message) {
@@ -529,6 +573,9 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any) erro
 	if resp == nil {
 		return errs.New(errs.ConnectionLost, "connection closed before the answer to %s arrived; its outcome is unknown", method)
 	}
+	// Everything taken from the answer is a copy (an Unmarshaler must
+	// copy what it keeps): its buffer can take the next large message.
+	defer p.conn.Recycle(resp.frame)
 	if resp.Error != nil {
 		return resp.Error.Err()
 	}
@@ -539,7 +586,7 @@ func (p *Peer) Call(ctx context.Context, method string, params, result any) erro
 		*raw = append((*raw)[:0], resp.Result...)
 		return nil
 	}
-	if err := json.Unmarshal(resp.Result, result); err != nil {
+	if err := UnmarshalResult(resp.Result, result); err != nil {
 		return errs.Wrap(err, errs.Internal, "unexpected answer to %s", method)
 	}
 	return nil

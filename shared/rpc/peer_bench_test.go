@@ -28,7 +28,9 @@ func benchHandler() http.Handler {
 				}
 			}
 		}
-		_ = NewPeer(conn, PeerOptions{Handler: echoMux()}).Run()
+		mux := echoMux()
+		mux.HandleInline("echoInline", Method(func(ctx context.Context, p map[string]any) (map[string]any, error) { return p, nil }))
+		_ = NewPeer(conn, PeerOptions{Handler: mux}).Run()
 	})
 }
 
@@ -50,7 +52,7 @@ func roundTrips(b *testing.B, sock string) {
 	}
 	defer echo.Close(CloseNormal, "")
 	msg := []byte(`{"jsonrpc":"2.0","id":1,"method":"echo","params":{"a":1}}`)
-	var calls, echoes time.Duration
+	var calls, inline, echoes time.Duration
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
@@ -58,6 +60,11 @@ func roundTrips(b *testing.B, sock string) {
 		if err := p.Call(ctx, "echo", map[string]any{"a": 1}, nil); err != nil {
 			b.Fatal(err)
 		}
+		ti := time.Now()
+		if err := p.Call(ctx, "echoInline", map[string]any{"a": 1}, nil); err != nil {
+			b.Fatal(err)
+		}
+		inline += time.Since(ti)
 		t1 := time.Now()
 		if err := echo.WriteMessages([][]byte{msg}); err != nil {
 			b.Fatal(err)
@@ -65,16 +72,18 @@ func roundTrips(b *testing.B, sock string) {
 		if _, err := echo.ReadMessage(); err != nil {
 			b.Fatal(err)
 		}
-		calls += t1.Sub(t0)
+		calls += ti.Sub(t0)
 		echoes += time.Since(t1)
 	}
 	b.ReportMetric(float64(calls.Microseconds())/float64(b.N), "µs/call")
+	b.ReportMetric(float64(inline.Microseconds())/float64(b.N), "µs/call-inline")
 	b.ReportMetric(float64(echoes.Microseconds())/float64(b.N), "µs/echo")
 }
 
 // BenchmarkPeerRoundTrip: one call answered at once by a Peer over a Unix
 // socket in this process, against a bare echo of the same bytes on the same
 // kind of connection: what the codec, queues and goroutine hand-offs add.
+// "call-inline" is the same call served by the reader (HandleInline).
 func BenchmarkPeerRoundTrip(b *testing.B) {
 	sock := filepath.Join(b.TempDir(), "s.sock")
 	ln, err := net.Listen("unix", sock)

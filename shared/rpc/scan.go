@@ -384,51 +384,81 @@ const (
 )
 
 // scanString returns the index just past the string whose opening quote is
-// data[i]. It skips eight plain bytes at a time: a word is plain when none
-// of its bytes is below 0x20, a quote or a backslash.
+// data[i]. Long plain runs are found with bytes.IndexByte (vector
+// instructions): the next quote ends the string unless a backslash comes
+// first, and the bytes in between are checked for control characters
+// eight at a time.
 func scanString(data []byte, i int) (int, bool) {
+	end, _, ok := scanStringEscapes(data, i)
+	return end, ok
+}
+
+// scanStringEscapes is scanString that also reports whether the string
+// holds an escape.
+func scanStringEscapes(data []byte, i int) (end int, escaped, ok bool) {
 	i++
+	q := -1 // the next quote at or after i, once found
 	for {
-		for len(data)-i >= 8 {
-			x := binary.LittleEndian.Uint64(data[i:])
-			q := x ^ (ones * '"')
-			b := x ^ (ones * '\\')
-			if ((x-ones*0x20)&^x|(q-ones)&^q|(b-ones)&^b)&highs != 0 {
-				break
+		if q < i {
+			q = bytes.IndexByte(data[i:], '"')
+			if q < 0 {
+				return 0, escaped, false
 			}
-			i += 8
+			q += i
 		}
-		// At most eight bytes one at a time, up to the special one.
-		for stop := min(i+8, len(data)); i < stop; {
-			c := data[i]
-			switch {
-			case c == '"':
-				return i + 1, true
-			case c == '\\':
-				if i+1 >= len(data) {
-					return 0, false
-				}
-				switch data[i+1] {
-				case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-					i += 2
-				case 'u':
-					if len(data)-i < 6 || !isHex(data[i+2]) || !isHex(data[i+3]) || !isHex(data[i+4]) || !isHex(data[i+5]) {
-						return 0, false
-					}
-					i += 6
-				default:
-					return 0, false
-				}
-			case c < 0x20:
-				return 0, false
-			default:
-				i++
+		seg := data[i:q]
+		b := bytes.IndexByte(seg, '\\')
+		if b < 0 {
+			if hasControl(seg) {
+				return 0, escaped, false
 			}
+			return q + 1, escaped, true
 		}
-		if i >= len(data) {
-			return 0, false
+		if hasControl(seg[:b]) {
+			return 0, escaped, false
+		}
+		i += b
+		escaped = true
+		// data[i] is a backslash before q, so data[i+1] exists.
+		switch data[i+1] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			i += 2
+		case 'u':
+			if len(data)-i < 6 || !isHex(data[i+2]) || !isHex(data[i+3]) || !isHex(data[i+4]) || !isHex(data[i+5]) {
+				return 0, escaped, false
+			}
+			i += 6
+		default:
+			return 0, escaped, false
 		}
 	}
+}
+
+// hasControl reports whether p holds a byte below 0x20, which a JSON
+// string cannot hold unescaped.
+func hasControl(p []byte) bool {
+	i := 0
+	for ; len(p)-i >= 32; i += 32 {
+		a := binary.LittleEndian.Uint64(p[i:])
+		b := binary.LittleEndian.Uint64(p[i+8:])
+		c := binary.LittleEndian.Uint64(p[i+16:])
+		d := binary.LittleEndian.Uint64(p[i+24:])
+		if ((a-ones*0x20)&^a|(b-ones*0x20)&^b|(c-ones*0x20)&^c|(d-ones*0x20)&^d)&highs != 0 {
+			return true
+		}
+	}
+	for ; len(p)-i >= 8; i += 8 {
+		x := binary.LittleEndian.Uint64(p[i:])
+		if (x-ones*0x20)&^x&highs != 0 {
+			return true
+		}
+	}
+	for ; i < len(p); i++ {
+		if p[i] < 0x20 {
+			return true
+		}
+	}
+	return false
 }
 
 func isHex(c byte) bool {

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
@@ -73,8 +74,10 @@ type WSConn struct {
 	// interrupted makes WriteMessages stop at the next frame boundary, so a
 	// close frame can follow promptly without corrupting the stream.
 	interrupted atomic.Bool
-	closeCh     chan struct{}
-	once        sync.Once
+	// recycled is a buffer for the next large message (see Recycle).
+	recycled atomic.Pointer[[]byte]
+	closeCh  chan struct{}
+	once     sync.Once
 }
 
 // ConnOptions bound a connection.
@@ -123,9 +126,12 @@ func NewWSConn(nc net.Conn, br *bufio.Reader, clientSide bool, opts ConnOptions)
 		state = ws.StateClientSide
 	}
 	c.rd = wsutil.Reader{
-		Source:         c.br,
-		State:          state,
-		CheckUTF8:      true,
+		Source: c.br,
+		State:  state,
+		// Text is checked whole by ReadMessage (utf8.Valid takes eight
+		// ASCII bytes at a time; the reader's check takes one byte at a
+		// time, a quarter of a 64 KiB message's round trip).
+		CheckUTF8:      false,
 		MaxFrameSize:   opts.MaxMessage,
 		MaxMessageSize: opts.MaxMessage,
 		OnIntermediate: c.handleControl,
@@ -159,15 +165,51 @@ func (c *WSConn) ReadMessage() ([]byte, error) {
 		if hdr.OpCode != ws.OpText {
 			return nil, c.failClose(CloseUnsupported, "binary frames are not supported; send JSON text messages")
 		}
+		var msg []byte
 		if hdr.Fin {
 			// One frame: read it into a buffer of its exact size.
-			return c.readFrame(make([]byte, hdr.Length))
+			if msg, err = c.readFrame(c.frameBuffer(int(hdr.Length))); err != nil {
+				return nil, err
+			}
+		} else {
+			var buf bytes.Buffer
+			if _, err := buf.ReadFrom(&c.rd); err != nil {
+				return nil, c.readFailed(err)
+			}
+			msg = buf.Bytes()
 		}
-		var buf bytes.Buffer
-		if _, err := buf.ReadFrom(&c.rd); err != nil {
-			return nil, c.readFailed(err)
+		if !utf8.Valid(msg) {
+			return nil, c.readFailed(wsutil.ErrInvalidUTF8)
 		}
-		return buf.Bytes(), nil
+		return msg, nil
+	}
+}
+
+// Large frames are read into the buffer of an earlier message once its
+// reader has finished with it (see Recycle): allocating 64 KiB for every
+// terminal page costs more than reading it (fresh pages fault in).
+const (
+	minRecycled = 8 << 10
+	maxRecycled = 256 << 10
+)
+
+// frameBuffer returns a buffer of length n, the recycled one if it fits.
+func (c *WSConn) frameBuffer(n int) []byte {
+	if n >= minRecycled {
+		if b := c.recycled.Swap(nil); b != nil && cap(*b) >= n {
+			return (*b)[:n]
+		}
+	}
+	return make([]byte, n)
+}
+
+// Recycle hands back a message ReadMessage returned, once nothing refers
+// to it any more (nor to any slice of it): the next large message may be
+// read into it. One buffer is kept, of at most maxRecycled bytes.
+func (c *WSConn) Recycle(msg []byte) {
+	if cap(msg) >= minRecycled && cap(msg) <= maxRecycled {
+		msg = msg[:0]
+		c.recycled.Store(&msg)
 	}
 }
 

@@ -549,22 +549,31 @@ func (s *Service) ServePeerHook(w http.ResponseWriter, r *http.Request, h rpc.Ha
 
 // gated counts handlers (activity) and refuses new work while draining,
 // except the methods the service allows.
-func (s *Service) gated(h rpc.Handler) rpc.Handler {
-	return rpc.HandlerFunc(func(ctx context.Context, req *rpc.Request) (any, error) {
-		if s.Draining() && (s.DrainAllowed == nil || !s.DrainAllowed(req.Method)) {
-			return nil, errs.New(errs.ServiceDraining, "the service is draining: new work is paused until it resumes")
-		}
-		s.handlers.Add(1)
-		s.inFlight.Add(1)
-		s.ActivityChanged()
-		defer func() {
-			s.inFlight.Add(-1)
-			s.handlers.Done()
-			s.ActivityChanged()
-		}()
-		return h.ServeRPC(ctx, req)
-	})
+func (s *Service) gated(h rpc.Handler) rpc.Handler { return gatedHandler{s: s, h: h} }
+
+type gatedHandler struct {
+	s *Service
+	h rpc.Handler
 }
+
+func (g gatedHandler) ServeRPC(ctx context.Context, req *rpc.Request) (any, error) {
+	s := g.s
+	if s.Draining() && (s.DrainAllowed == nil || !s.DrainAllowed(req.Method)) {
+		return nil, errs.New(errs.ServiceDraining, "the service is draining: new work is paused until it resumes")
+	}
+	s.handlers.Add(1)
+	s.inFlight.Add(1)
+	s.ActivityChanged()
+	defer func() {
+		s.inFlight.Add(-1)
+		s.handlers.Done()
+		s.ActivityChanged()
+	}()
+	return g.h.ServeRPC(ctx, req)
+}
+
+// Inline keeps the wrapped handler's inline methods (rpc.Mux.HandleInline).
+func (g gatedHandler) Inline(method string) bool { return rpc.IsInline(g.h, method) }
 
 // activityReport is a numbered snapshot: the number and the snapshot are
 // taken together, so a higher Seq never carries older activity.

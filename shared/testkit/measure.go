@@ -45,7 +45,15 @@ func StartEcho(tb testing.TB, network string) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := &http.Server{Handler: EchoHandler()}
+	go func() { _ = srv.Serve(ln) }()
+	tb.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
+}
+
+// EchoHandler upgrades to a WebSocket and sends every message back.
+func EchoHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		conn, err := rpc.Upgrade(w, r, rpc.ConnOptions{})
 		if err != nil {
 			return
@@ -56,10 +64,7 @@ func StartEcho(tb testing.TB, network string) string {
 				return
 			}
 		}
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	tb.Cleanup(func() { _ = srv.Close() })
-	return ln.Addr().String()
+	})
 }
 
 // StartEchoProcess is StartEcho with the server in a process of its own

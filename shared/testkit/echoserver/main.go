@@ -1,7 +1,7 @@
 // Command echoserver is the bare WebSocket echo of testkit.StartEchoProcess:
-// gobwas/ws through shared/rpc's connection, without JSON-RPC, in a process
-// of its own, so that benchmarks compare a service in another process with
-// the transport's round trip between two processes. It listens on the
+// testkit.EchoHandler (gobwas/ws through shared/rpc's connection, without
+// JSON-RPC) in a process of its own, so that benchmarks compare a service
+// in another process with the transport's round trip between two processes. It listens on the
 // network and address of its arguments, prints the address, and serves until
 // its standard input closes.
 package main
@@ -12,7 +12,7 @@ import (
 	"net/http"
 	"os"
 
-	"github.com/deepcode-dev/deepcode/shared/rpc"
+	"github.com/deepcode-dev/deepcode/shared/testkit"
 )
 
 func main() {
@@ -25,18 +25,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		conn, err := rpc.Upgrade(w, r, rpc.ConnOptions{})
-		if err != nil {
-			return
-		}
-		for {
-			m, err := conn.ReadMessage()
-			if err != nil || conn.WriteMessages([][]byte{m}) != nil {
-				return
-			}
-		}
-	})}
+	srv := &http.Server{Handler: testkit.EchoHandler()}
 	go func() { _ = srv.Serve(ln) }()
 	fmt.Println(ln.Addr().String())
 	_, _ = os.Stdin.Read(make([]byte, 1))
