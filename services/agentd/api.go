@@ -530,24 +530,36 @@ func (a *Agentd) steer(ctx context.Context, p TurnSteerParams) (TurnSteerResult,
 	if err != nil || !recorded {
 		return res, err
 	}
-	// The intent is durable. Deliver into the turn's mailbox.
+	// The intent is durable. Deliver into the turn's mailbox, and record
+	// the outcome, in one journal step: the turn's end settles the receipts
+	// still pending (to unknown) in a journal step of its own, which must
+	// not fall between the delivery and its record (an input the runtime
+	// took would then stay recorded as unknown).
 	delivered := false
-	select {
-	case <-r.done:
-	default:
-		select {
-		case r.steer <- p.Input.Text:
-			delivered = true
-		default:
-		}
-	}
-	state := DeliveryUnknown
-	if delivered {
-		state = DeliveryAccepted
-	}
 	err = a.j.do(context.WithoutCancel(ctx), func(w *txw) error {
+		delivered = false
+		var current string
+		if err := w.QueryRow(`SELECT delivery_state FROM items WHERE id = ?`, itemID).Scan(&current); err != nil {
+			return err
+		}
+		if current != DeliveryPending {
+			return nil // the turn ended first and settled it
+		}
+		select {
+		case <-r.done:
+		default:
+			select {
+			case r.steer <- p.Input.Text:
+				delivered = true
+			default:
+			}
+		}
+		state := DeliveryUnknown
+		if delivered {
+			state = DeliveryAccepted
+		}
 		payload, _ := json.Marshal(UserPayload{Text: p.Input.Text, MessageID: p.MessageID, Submission: SubmitSteer, DeliveryState: state, ExpectedTurnID: p.ExpectedTurnID})
-		if _, err := w.Exec(`UPDATE items SET delivery_state = ?, payload = ?, updated_at = ? WHERE id = ? AND delivery_state = 'pending'`,
+		if _, err := w.Exec(`UPDATE items SET delivery_state = ?, payload = ?, updated_at = ? WHERE id = ?`,
 			state, string(payload), ms(w.now), itemID); err != nil {
 			return err
 		}

@@ -87,4 +87,24 @@ func BenchmarkTurnRoundTrip(b *testing.B) {
 	b.ReportMetric(pct(ds, 50), "ms-p50-turn")
 	b.ReportMetric(pct(ds, 99), "ms-p99-turn")
 	b.ReportMetric(pct(raw, 50), "ms-p50-raw-call")
+
+	// agentd's share of the gateway's thread/read benchmark: the same read
+	// (a thread with one completed turn) straight on agentd.sock.
+	var one struct{ Thread agentd.Thread }
+	call("thread/start", map[string]any{"workspace": b.TempDir(), "profile": "script", "trust": true}, &one)
+	var res agentd.TurnSubmitResult
+	call("turn/start", map[string]any{"threadId": one.Thread.ID, "messageId": "one", "input": map[string]string{"text": "say hi"}}, &res)
+	for id := range ended {
+		if id == res.Turn.ID {
+			break
+		}
+	}
+	var reads []time.Duration
+	for i := 0; i < n; i++ {
+		var out json.RawMessage
+		t0 := time.Now()
+		call("thread/read", map[string]any{"threadId": one.Thread.ID}, &out)
+		reads = append(reads, time.Since(t0))
+	}
+	b.ReportMetric(pct(reads, 50)*1000, "µs-p50-thread-read")
 }

@@ -126,7 +126,8 @@ func (s *session) handle(ctx context.Context, req *rpc.Request) (any, error) {
 	if err := s.b.backends[sock].call(ctx, req.Method, req.Params, &out); err != nil {
 		return nil, err
 	}
-	return out, nil
+	// The service's answer passed the strict decoder: it goes on as it is.
+	return rpc.Verbatim(out), nil
 }
 
 func (s *session) initialize(req *rpc.Request) (any, error) {

@@ -216,3 +216,28 @@ type rawAppender string
 func (r rawAppender) AppendJSON(b []byte) ([]byte, error) { return append(b, r...), nil }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// A Verbatim result goes on the wire byte for byte, and an empty one is
+// refused rather than sent as a response without a result.
+func TestVerbatimResult(t *testing.T) {
+	id := NumberID(7)
+	in := `{"thread":{"id":"thr_1","title":"<b>&"},"turns":[1,2.5e3,null,"\u00e9"]}`
+	m, err := NewResult(&id, Verbatim(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire, err := Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"jsonrpc":"2.0","id":7,"result":` + in + `}`; string(wire) != want {
+		t.Fatalf("wire %s\nwant %s", wire, want)
+	}
+	back, err := Decode(wire)
+	if err != nil || string(back.Result) != in {
+		t.Fatalf("decoded %s, %v", back.Result, err)
+	}
+	if _, err := NewResult(&id, Verbatim(nil)); err == nil {
+		t.Fatal("an empty Verbatim result was accepted")
+	}
+}

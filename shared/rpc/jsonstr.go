@@ -25,6 +25,16 @@ type JSONAppender interface {
 	AppendJSON(b []byte) ([]byte, error)
 }
 
+// Verbatim is a result that is already one valid JSON value: another
+// service's answer passed on as the strict decoder accepted it (the
+// gateway's forwarding). NewResult writes it as it is, where json.Marshal
+// would scan the whole answer again (up to a message's 1 MiB) to validate
+// and compact it.
+type Verbatim []byte
+
+// AppendJSON implements JSONAppender.
+func (v Verbatim) AppendJSON(b []byte) ([]byte, error) { return append(b, v...), nil }
+
 const hexDigits = "0123456789abcdef"
 
 // htmlPlainWord reports whether json.Marshal copies the eight bytes of x
