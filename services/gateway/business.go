@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,16 +54,15 @@ type business struct {
 	conns    atomic.Int64
 	backends map[string]*backend // by socket name
 
+	// subs are the subscribed connections: a slice replaced (never
+	// modified) under subsMu, so that the fan-out reads it without a lock.
 	subsMu sync.Mutex
-	subs   map[*session]struct{}
-	// subList is subs as a slice, replaced (never modified) under subsMu:
-	// the fan-out reads it without a lock.
-	subList atomic.Pointer[[]*session]
-	events  *eventLink
+	subs   atomic.Pointer[[]*session]
+	events *eventLink
 }
 
 func newBusiness(g *Gateway) *business {
-	b := &business{g: g, executor: rpc.NewSemaphore(MaxHandlers), backends: map[string]*backend{}, subs: map[*session]struct{}{}}
+	b := &business{g: g, executor: rpc.NewSemaphore(MaxHandlers), backends: map[string]*backend{}}
 	for _, sock := range []string{paths.AgentdSocket, paths.TermhostSocket, paths.SchedulerSocket} {
 		b.backends[sock] = newBackend(g, sock)
 	}
@@ -167,11 +167,15 @@ func (s *session) initialize(req *rpc.Request) (any, error) {
 
 func (b *business) subscribe(s *session) error {
 	b.subsMu.Lock()
-	b.subs[s] = struct{}{}
-	n := len(b.subs)
-	b.publishSubsLocked()
+	old := b.subscribers()
+	if slices.Contains(old, s) {
+		b.subsMu.Unlock()
+		return b.events.waitUp(context.Background())
+	}
+	list := append(slices.Clip(old), s)
+	b.subs.Store(&list)
 	b.subsMu.Unlock()
-	if n == 1 {
+	if len(list) == 1 {
 		b.events.want(true)
 	}
 	return b.events.waitUp(context.Background())
@@ -179,25 +183,26 @@ func (b *business) subscribe(s *session) error {
 
 func (b *business) unsubscribe(s *session) {
 	b.subsMu.Lock()
-	_, was := b.subs[s]
-	delete(b.subs, s)
-	n := len(b.subs)
-	if was {
-		b.publishSubsLocked()
+	old := b.subscribers()
+	i := slices.Index(old, s)
+	if i < 0 {
+		b.subsMu.Unlock()
+		return
 	}
+	list := slices.Delete(slices.Clone(old), i, i+1)
+	b.subs.Store(&list)
 	b.subsMu.Unlock()
-	if was && n == 0 {
+	if len(list) == 0 {
 		b.events.want(false)
 	}
 }
 
-// publishSubsLocked replaces subList after a change of subs.
-func (b *business) publishSubsLocked() {
-	list := make([]*session, 0, len(b.subs))
-	for s := range b.subs {
-		list = append(list, s)
+// subscribers is the current list; it must not be modified.
+func (b *business) subscribers() []*session {
+	if l := b.subs.Load(); l != nil {
+		return *l
 	}
-	b.subList.Store(&list)
+	return nil
 }
 
 // fanout queues one already-encoded notification, the same bytes, for
@@ -205,12 +210,8 @@ func (b *business) publishSubsLocked() {
 // behind (outbox.go): never longer than stallAfter for a client that does
 // not read, which is closed by its own bounded queue (1013).
 func (b *business) fanout(msg []byte) {
-	list := b.subList.Load()
-	if list == nil {
-		return
-	}
 	var behind []*session
-	for _, s := range *list {
+	for _, s := range b.subscribers() {
 		if s.notify(msg) {
 			behind = append(behind, s)
 		}
@@ -222,9 +223,7 @@ func (b *business) fanout(msg []byte) {
 
 // closeSubscribers closes every subscribed client connection.
 func (b *business) closeSubscribers(code ws.StatusCode, reason string) {
-	b.subsMu.Lock()
-	defer b.subsMu.Unlock()
-	for s := range b.subs {
+	for _, s := range b.subscribers() {
 		if s.peer != nil {
 			s.peer.Close(code, reason)
 		}

@@ -31,10 +31,6 @@ const (
 	// fan-out stops waiting for it until it catches up.
 	stallAfter = 200 * time.Millisecond
 
-	// closeTimeout bounds the close of a connection whose queue overflowed,
-	// as rpc.ConnOptions' default bounds every close handshake.
-	closeTimeout = 2 * time.Second
-
 	// pumpChunk and pumpChunkBytes bound what one write takes of the
 	// queue (at least one frame), so that the pump reports progress, and an
 	// overflow's close frame follows, within a chunk.
@@ -77,6 +73,8 @@ type outbox struct {
 	lagging       bool      // stalled: the fan-out does not wait for it
 	drained       chan struct{}
 	dead          bool // closed, overflowed or failed: nothing more is queued
+	// pumps is the pump goroutine, waited for when the connection ends.
+	pumps sync.WaitGroup
 }
 
 func (o *outbox) frames() int { return len(o.q) + o.writingFrames }
@@ -97,7 +95,7 @@ func (s *session) notify(msg []byte) (wait bool) {
 	if o.frames() >= notifyFrames || o.size()+int64(len(msg)) > notifyBytes {
 		o.dropLocked()
 		o.mu.Unlock()
-		s.overflow()
+		s.peer.Abort(rpc.CloseTryAgainLater, reasonOverflow)
 		return false
 	}
 	if o.q == nil {
@@ -109,6 +107,7 @@ func (s *session) notify(msg []byte) (wait bool) {
 	if start {
 		o.running = true
 		o.progress = time.Now()
+		o.pumps.Add(1)
 	}
 	wait = !o.lagging && (o.frames() >= highFrames || o.size() >= highBytes)
 	o.mu.Unlock()
@@ -167,12 +166,13 @@ func (o *outbox) wakeLocked() {
 	}
 }
 
-// stopNotifications drops what is queued and queues nothing more (the
-// connection ended).
+// stopNotifications drops what is queued, queues nothing more and waits
+// for the pump (the connection ended: its writes fail at once).
 func (s *session) stopNotifications() {
 	s.out.mu.Lock()
 	s.out.dropLocked()
 	s.out.mu.Unlock()
+	s.out.pumps.Wait()
 }
 
 func (o *outbox) dropLocked() {
@@ -187,6 +187,7 @@ func (o *outbox) dropLocked() {
 // recovers those from the thread's events, as after any disconnect).
 func (s *session) pump() {
 	o := &s.out
+	defer o.pumps.Done()
 	conn := s.peer.Conn()
 	for {
 		o.mu.Lock()
@@ -239,26 +240,6 @@ func (s *session) pump() {
 		o.wakeLocked()
 		o.mu.Unlock()
 	}
-}
-
-// overflow closes a connection whose notifications outgrew their bound.
-// Like the peer's own overflow, it never blocks: the close frame follows
-// the frames being written, and the socket is closed after closeTimeout
-// regardless (a client that reads nothing cannot be sent a close frame).
-func (s *session) overflow() {
-	// Said once per connection, at warning level: a client that cannot
-	// keep up may not be able to read the close frame itself, so this line
-	// is how an operator learns why it was closed.
-	s.b.g.svc.Log.Warn("closing a connection", "code", int(rpc.CloseTryAgainLater), "reason", reasonOverflow)
-	s.peer.Close(rpc.CloseTryAgainLater, reasonOverflow)
-	conn := s.peer.Conn()
-	time.AfterFunc(closeTimeout, func() {
-		select {
-		case <-conn.Closed():
-		default:
-			_ = conn.NetConn().Close()
-		}
-	})
 }
 
 // writeFailed ends a connection whose notifications could not be written.

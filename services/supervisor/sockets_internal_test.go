@@ -8,10 +8,10 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/paths"
 )
 
-// The sockets a supervisor binds (on Windows: the pipes it checks and the
-// services listen on) for one database: one per service present, never the
-// TCP port, and each pipe named from the database id and the service.
-func TestSocketsAndPipesOfADatabase(t *testing.T) {
+// testLayout is a database's layout under a temporary folder, with its
+// service folder made.
+func testLayout(t *testing.T) *paths.Layout {
+	t.Helper()
 	root := t.TempDir()
 	l, err := paths.ResolveWith(func(k string) string {
 		if k == paths.EnvRuntimeDir {
@@ -22,6 +22,17 @@ func TestSocketsAndPipesOfADatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := l.EnsureServiceDir(); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// The sockets a supervisor binds (on Windows: the pipes it checks and the
+// services listen on) for one database: one per service present, never the
+// TCP port, and each pipe named from the database id and the service.
+func TestSocketsAndPipesOfADatabase(t *testing.T) {
+	l := testLayout(t)
 	want := []string{"manager", "gateway", "scheduler", "agentd", "termhost"}
 	got := socketNames(Children)
 	if len(got) != len(want) {

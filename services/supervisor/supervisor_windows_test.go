@@ -4,7 +4,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,19 +17,7 @@ import (
 
 func testSupervisor(t *testing.T) *Supervisor {
 	t.Helper()
-	root := t.TempDir()
-	l, err := paths.ResolveWith(func(k string) string {
-		if k == paths.EnvRuntimeDir {
-			return filepath.Join(root, "rt")
-		}
-		return ""
-	}, root, filepath.Join(root, "db.sqlite3"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.EnsureServiceDir(); err != nil {
-		t.Fatal(err)
-	}
+	l := testLayout(t)
 	cfg := config.Defaults()
 	cfg.Port = 0
 	return &Supervisor{layout: l, cfg: &cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil))}

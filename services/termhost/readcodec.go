@@ -76,7 +76,9 @@ const (
 // encoding/json itself. Nothing is stored unless the whole value decodes,
 // and members that are absent are left as they are, as json.Unmarshal does.
 func (r *ReadResult) UnmarshalJSON(data []byte) error {
-	var v ReadResult
+	// Decoded into a copy, stored whole at the end: absent members keep
+	// their values, and nothing is stored if the fast path gives up.
+	v := *r
 	var exitCode int64
 	var seen int
 	i := skipSpace(data, 0)
@@ -161,38 +163,14 @@ func (r *ReadResult) UnmarshalJSON(data []byte) error {
 	if skipSpace(data, i) != len(data) {
 		return r.fallback(data)
 	}
-	// Store what was present, as json.Unmarshal does: a pointer already
-	// set is written through.
-	if seen&fOffset != 0 {
-		r.Offset = v.Offset
-	}
-	if seen&fNextOffset != 0 {
-		r.NextOffset = v.NextOffset
-	}
-	if seen&fData != 0 {
-		r.Data = v.Data
-	}
-	if seen&fAvailableFrom != 0 {
-		r.AvailableFrom = v.AvailableFrom
-	}
-	if seen&fTruncated != 0 {
-		r.Truncated = v.Truncated
-	}
-	if seen&fHeadOffset != 0 {
-		r.HeadOffset = v.HeadOffset
-	}
-	if seen&fHasMore != 0 {
-		r.HasMore = v.HasMore
-	}
-	if seen&fExited != 0 {
-		r.Exited = v.Exited
-	}
 	if seen&fExitCode != 0 {
-		if r.ExitCode == nil {
-			r.ExitCode = new(int)
+		// As json.Unmarshal does, a pointer already set is written through.
+		if v.ExitCode == nil {
+			v.ExitCode = new(int)
 		}
-		*r.ExitCode = int(exitCode)
+		*v.ExitCode = int(exitCode)
 	}
+	*r = v
 	return nil
 }
 

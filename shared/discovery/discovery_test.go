@@ -14,24 +14,6 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/paths"
 )
 
-func layout(t *testing.T) *paths.Layout {
-	t.Helper()
-	rt := t.TempDir()
-	l, err := paths.ResolveWith(func(k string) string {
-		if k == paths.EnvRuntimeDir {
-			return rt
-		}
-		return ""
-	}, t.TempDir(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.EnsureServiceDir(); err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
 func TestInstanceAndTokenFiles(t *testing.T) {
 	l := layout(t)
 	if _, err := ReadInstance(l); errs.CodeOf(err) != errs.ServiceNotRunning {

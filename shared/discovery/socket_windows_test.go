@@ -4,21 +4,11 @@ import (
 	"testing"
 
 	"github.com/deepcode-dev/deepcode/shared/activation"
-	"github.com/deepcode-dev/deepcode/shared/paths"
 )
 
 // instance.json names the pipes on Windows: clients dial them as they are.
 func TestInstanceSocketsArePipes(t *testing.T) {
-	rt := t.TempDir()
-	l, err := paths.ResolveWith(func(k string) string {
-		if k == paths.EnvRuntimeDir {
-			return rt
-		}
-		return ""
-	}, t.TempDir(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := layout(t)
 	inst := NewInstance(l, NewInstanceID(), 42, 0, "supervisor")
 	for _, name := range []string{"manager", "gateway", "agentd", "termhost", "scheduler"} {
 		want, err := activation.PipeName(l.DBID, name)

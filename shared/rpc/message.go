@@ -318,6 +318,17 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // Response is the error response a server sends for this decode failure.
 func (e *DecodeError) Response() *Message { return NewError(e.ID, e.Err) }
 
+// notAnObject is Decode's error for a message that is not a JSON object.
+func notAnObject(data []byte) *DecodeError {
+	if !json.Valid(data) {
+		return &DecodeError{Err: errs.New(errs.ParseError, "message is not valid JSON")}
+	}
+	if data[0] == '[' {
+		return invalid(nil, "batch requests are not supported: send one JSON-RPC object per message")
+	}
+	return invalid(nil, "a JSON-RPC message must be a JSON object")
+}
+
 func invalid(id *ID, format string, args ...any) *DecodeError {
 	return &DecodeError{ID: id, Err: errs.New(errs.InvalidRequest, format, args...)}
 }
@@ -330,13 +341,7 @@ func invalid(id *ID, format string, args ...any) *DecodeError {
 func Decode(data []byte) (*Message, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || data[0] != '{' {
-		if !json.Valid(data) {
-			return nil, &DecodeError{Err: errs.New(errs.ParseError, "message is not valid JSON")}
-		}
-		if data[0] == '[' {
-			return nil, invalid(nil, "batch requests are not supported: send one JSON-RPC object per message")
-		}
-		return nil, invalid(nil, "a JSON-RPC message must be a JSON object")
+		return nil, notAnObject(data)
 	}
 	// One pass checks the syntax, splits the members and finds duplicate
 	// top-level names (see scan.go).

@@ -220,10 +220,11 @@ func (p *Peer) Close(code ws.StatusCode, reason string) {
 	wake(p.outWake)
 }
 
-// abort closes without delivering queued output (a queue overflowed). It
-// never blocks: the writer sends the close frame after the frame it is
-// writing, and the socket is closed after the close timeout regardless.
-func (p *Peer) abort(code ws.StatusCode, reason string) {
+// Abort closes without delivering queued output (a queue overflowed, here
+// or in a queue its owner keeps beside the peer's). It never blocks: the
+// writer sends the close frame after the frame it is writing, and the
+// socket is closed after the close timeout regardless.
+func (p *Peer) Abort(code ws.StatusCode, reason string) {
 	// Said once per connection, at warning level: a client that cannot keep
 	// up may not be able to read the close frame itself (its socket buffers
 	// are full), so this line is how an operator learns why it was closed.
@@ -262,7 +263,7 @@ func (p *Peer) readLoop() {
 			continue
 		}
 		if !p.enqueueIn(msg, int64(len(data))) {
-			p.abort(CloseTryAgainLater, "input queue overflow: wait for answers before sending more")
+			p.Abort(CloseTryAgainLater, "input queue overflow: wait for answers before sending more")
 			// Keep reading until the close handshake ends the socket.
 		}
 	}
@@ -400,7 +401,7 @@ func (p *Peer) enqueueOut(b []byte) bool {
 	}
 	if len(p.outQ)+p.writingFrames >= p.opts.OutboundFrames || p.outBytes+p.writingBytes+int64(len(b)) > p.opts.OutboundBytes {
 		p.outMu.Unlock()
-		p.abort(CloseTryAgainLater, "output queue overflow: the client is not reading")
+		p.Abort(CloseTryAgainLater, "output queue overflow: the client is not reading")
 		return false
 	}
 	if !p.busy && len(p.outQ) == 0 && p.conn.canWriteThrough() {

@@ -37,6 +37,20 @@ type server struct {
 	runDone sync.WaitGroup
 }
 
+// serverPeer is the server's peer of the connection just made (it stays
+// available to later calls).
+func (s *server) serverPeer(t *testing.T) *Peer {
+	t.Helper()
+	select {
+	case sp := <-s.peers:
+		s.peers <- sp
+		return sp
+	case <-time.After(10 * time.Second):
+		t.Fatal("no server peer")
+		return nil
+	}
+}
+
 func startServer(t *testing.T, h Handler, popts PeerOptions) *server {
 	t.Helper()
 	s := &server{sock: filepath.Join(t.TempDir(), "s.sock"), peers: make(chan *Peer, 64)}
@@ -299,13 +313,7 @@ func TestSlowReaderOutboundOverflowClosesWith1013(t *testing.T) {
 	s := startServer(t, echoMux(), PeerOptions{OutboundFrames: 8})
 	raw := s.dialRaw(t)
 	raw.text(`{"jsonrpc":"2.0","id":1,"method":"echo"}`)
-	var sp *Peer
-	select {
-	case sp = <-s.peers:
-		s.peers <- sp
-	case <-time.After(10 * time.Second):
-		t.Fatal("no server peer")
-	}
+	sp := s.serverPeer(t)
 	payload := map[string]string{"blob": strings.Repeat("z", 60<<10)}
 	sent := 0
 	for sp.Notify("blob", payload) {

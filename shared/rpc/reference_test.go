@@ -17,13 +17,7 @@ import (
 func decodeReference(data []byte) (*Message, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || data[0] != '{' {
-		if !json.Valid(data) {
-			return nil, &DecodeError{Err: errs.New(errs.ParseError, "message is not valid JSON")}
-		}
-		if data[0] == '[' {
-			return nil, invalid(nil, "batch requests are not supported: send one JSON-RPC object per message")
-		}
-		return nil, invalid(nil, "a JSON-RPC message must be a JSON object")
+		return nil, notAnObject(data) // shared: the two differ on objects only
 	}
 	members, err := splitObjectReference(data)
 	if err != nil {

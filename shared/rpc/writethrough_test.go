@@ -33,13 +33,7 @@ func TestWriteThroughKeepsFramesWhole(t *testing.T) {
 	s := startServer(t, echoMux(), PeerOptions{})
 	raw := s.dialRaw(t)
 	raw.text(`{"jsonrpc":"2.0","id":1,"method":"echo"}`)
-	var sp *Peer
-	select {
-	case sp = <-s.peers:
-		s.peers <- sp
-	case <-time.After(10 * time.Second):
-		t.Fatal("no server peer")
-	}
+	sp := s.serverPeer(t)
 	raw.next(ws.OpText) // the echo's answer
 
 	const senders, each = 4, 24

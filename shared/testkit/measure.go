@@ -79,15 +79,7 @@ func StartEchoProcess(tb testing.TB, network string) string {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
-	bin := filepath.Join(dir, "echoserver")
-	build := exec.Command("go", "build", "-o", bin, "./shared/testkit/echoserver")
-	build.Dir = ModuleRoot()
-	if !raceEnabled {
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	}
-	if out, err := build.CombinedOutput(); err != nil {
-		tb.Fatalf("go build echoserver: %v\n%s", err, out)
-	}
+	bin := filepath.Join(Binaries(tb), "echoserver")
 	addr := "127.0.0.1:0"
 	if network == "unix" {
 		addr = filepath.Join(dir, "echo.sock")

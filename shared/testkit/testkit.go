@@ -36,9 +36,10 @@ func ModuleRoot() string {
 	return filepath.Dir(strings.TrimSpace(string(out)))
 }
 
-// Binaries builds every cmd/ binary (with the race detector when the tests
-// run with it) into a directory shared by the test process, plus the fake
-// test service as deepcode-agentd in a sibling "withfake" directory.
+// Binaries builds every cmd/ binary and the benchmarks' echo server (with
+// the race detector when the tests run with it) into a directory shared by
+// the test process, plus the fake test service as deepcode-agentd in a
+// sibling "withfake" directory.
 func Binaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -52,7 +53,8 @@ func Binaries(t testing.TB) string {
 		if raceEnabled {
 			args = append(args, "-race")
 		}
-		args = append(args, "./cmd/...")
+		// The echo server of StartEchoProcess is built with them.
+		args = append(args, "./cmd/...", "./shared/testkit/echoserver")
 		cmd := exec.Command("go", args...)
 		cmd.Dir = ModuleRoot()
 		if !raceEnabled {
