@@ -13,6 +13,7 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/mgmt"
 	"github.com/deepcode-dev/deepcode/shared/rpc"
 	"github.com/deepcode-dev/deepcode/shared/service"
+	"github.com/deepcode-dev/deepcode/shared/store/schema"
 	"github.com/go-chi/chi/v5"
 )
 
@@ -150,9 +151,7 @@ func (m *Manager) status() mgmt.Status {
 	if m.svc.Context().Err() != nil {
 		st.Phase = PhaseStopping
 	}
-	if m.db != nil {
-		st.SchemaVersion = m.db.SchemaVersion()
-	}
+	st.SchemaVersion = schema.Latest()
 	for name, how := range m.expected {
 		state := "down"
 		if how == "on-demand" {

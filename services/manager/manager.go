@@ -21,7 +21,7 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/paths"
 	"github.com/deepcode-dev/deepcode/shared/rpc"
 	"github.com/deepcode-dev/deepcode/shared/service"
-	"github.com/deepcode-dev/deepcode/shared/store"
+	"github.com/deepcode-dev/deepcode/shared/store/schema"
 )
 
 // EnvServices lists the instance's services and how each is started, e.g.
@@ -50,7 +50,6 @@ func Spec() service.Spec {
 // Manager is the running management plane.
 type Manager struct {
 	svc        *service.Service
-	db         *store.DB
 	token      string
 	rootLock   *discovery.Lock // held when the manager is the instance's root
 	challenges *localauth.ChallengeCache
@@ -90,21 +89,14 @@ func setup(ctx context.Context, svc *service.Service) error {
 	if err := m.establishIdentity(ctx); err != nil {
 		return err
 	}
-	db, err := store.Open(ctx, svc.Layout.Database)
-	if err != nil {
-		m.releaseRoot()
-		return err
-	}
-	m.db = db
 	if err := m.writeInstance(); err != nil {
 		m.releaseRoot()
-		_ = db.Close()
 		return errs.Wrap(err, errs.StartFailed, "cannot write %s", svc.Layout.InstanceJSON())
 	}
 	m.routes()
 	m.methods()
 	svc.Stop = m.stop
-	svc.Log.Info("instance identity", "instance", svc.InstanceID(), "database", svc.Layout.Database, "schema", db.SchemaVersion())
+	svc.Log.Info("instance identity", "instance", svc.InstanceID(), "database", svc.Layout.Database, "schema", schema.Latest())
 	return nil
 }
 
@@ -222,12 +214,8 @@ func (m *Manager) stop(ctx context.Context) error {
 	m.mu.Lock()
 	m.phase = PhaseStopping
 	m.mu.Unlock()
-	var err error
-	if m.db != nil {
-		err = m.db.Close()
-	}
 	m.releaseRoot()
-	return err
+	return nil
 }
 
 // notifyChanged wakes everyone waiting for registry or activity changes.
@@ -259,11 +247,7 @@ func (m *Manager) register(p service.RegisterParams, peer *rpc.Peer) (service.Re
 		<-peer.Done()
 		m.unregister(reg)
 	}()
-	schema := 0
-	if m.db != nil {
-		schema = m.db.SchemaVersion()
-	}
-	return service.RegisterResult{InstanceID: m.svc.InstanceID(), Phase: phase, SchemaVersion: schema}, nil
+	return service.RegisterResult{InstanceID: m.svc.InstanceID(), Phase: phase, SchemaVersion: schema.Latest()}, nil
 }
 
 func (m *Manager) unregister(reg *registration) {

@@ -72,7 +72,6 @@ import (
 	"io/fs"
 	"maps"
 	"reflect"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -169,8 +168,26 @@ type Profile struct {
 // defaultApprovalPolicy is a loaded profile's approval policy when it sets none.
 const defaultApprovalPolicy = "ask"
 
-// namePattern is what a profile's name must match.
-var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+// namePattern is what a profile's name must match (validName checks it: a
+// compiled regexp with {0,63} costs every deepcode command hundreds of
+// allocations at start-up, for a check most commands never make).
+const namePattern = `^[a-z0-9][a-z0-9_-]{0,63}$`
+
+func validName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Profile returns the profile called name and whether there is one. The
 // result is a copy: changing its Command, Args or Env does not change c.
@@ -548,7 +565,7 @@ func checkTable(t table, val any) []problem {
 	var out []problem
 	for _, name := range slices.Sorted(maps.Keys(entries)) {
 		prefix := joinKey(t.key, name)
-		if !namePattern.MatchString(name) {
+		if !validName(name) {
 			out = append(out, problem{key: prefix, kind: badName, got: name})
 		}
 		settings, ok := entries[name].(map[string]any)
@@ -1078,7 +1095,7 @@ func (c *Config) validate() []issue {
 		slices.Sort(names)
 		for _, name := range names {
 			prefix := joinKey(t.key, name)
-			if !namePattern.MatchString(name) {
+			if !validName(name) {
 				out = append(out, issue{prefix, badNameMsg(prefix, name)})
 			}
 			e := entries.MapIndex(reflect.ValueOf(name))

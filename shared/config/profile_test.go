@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -403,4 +404,28 @@ func TestProfileSchema(t *testing.T) {
 			t.Errorf("joinKey(p, %q) = %s, want %s", k, got, v)
 		}
 	}
+}
+
+// validName is the hand-written form of namePattern: they agree.
+func TestValidNameMatchesPattern(t *testing.T) {
+	re := regexp.MustCompile(namePattern)
+	names := []string{"", "a", "0", "_", "-", "a_", "a-", "_a", "-a", "A", "aB", "codex", "my-profile_2",
+		"é", "a b", "a.b", "a/b", "a\x00", strings.Repeat("a", 63), strings.Repeat("a", 64), strings.Repeat("a", 65),
+		"z9", "9z", "a--", "a__"}
+	for _, n := range names {
+		if got, want := validName(n), re.MatchString(n); got != want {
+			t.Errorf("validName(%q) = %v, the pattern says %v", n, got, want)
+		}
+	}
+}
+
+func FuzzValidName(f *testing.F) {
+	re := regexp.MustCompile(namePattern)
+	f.Add("codex")
+	f.Add("-x")
+	f.Fuzz(func(t *testing.T, n string) {
+		if got, want := validName(n), re.MatchString(n); got != want {
+			t.Errorf("validName(%q) = %v, the pattern says %v", n, got, want)
+		}
+	})
 }

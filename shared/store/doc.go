@@ -8,7 +8,8 @@
 //
 // # Migrations
 //
-// Migrations live in one place: migrations/NNNN_<name>.sql beside this file,
+// Migrations live in one place: schema/migrations/NNNN_<name>.sql (package
+// schema, which the manager reads the version from without SQLite),
 // numbered from 0001 without gaps. Each migration is applied on one dedicated
 // connection inside its own BEGIN IMMEDIATE transaction that re-reads
 // user_version first, so when several processes open a fresh file at once

@@ -3,81 +3,21 @@ package store
 import (
 	"context"
 	"database/sql"
-	"embed"
 	"fmt"
-	"io/fs"
-	"path"
-	"regexp"
-	"sort"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/store/schema"
 )
 
-// migrationFiles holds the schema history: migrations/NNNN_<name>.sql,
-// numbered from 0001 without gaps. Later services add files here; never edit
-// or renumber a released one.
-//
-//go:embed migrations/*.sql
-var migrationFiles embed.FS
+type migration = schema.Migration
 
-type migration struct {
-	version int
-	name    string // file name, for messages
-	sql     string
-}
-
-var migrationName = regexp.MustCompile(`^([0-9]{4})_([a-z0-9][a-z0-9_]*)\.sql$`)
-
-var loadMigrations = sync.OnceValues(func() ([]migration, error) {
-	return parseMigrations(migrationFiles, "migrations")
-})
-
-func parseMigrations(fsys fs.FS, dir string) ([]migration, error) {
-	entries, err := fs.ReadDir(fsys, dir)
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, e := range entries {
-		if e.IsDir() {
-			continue
-		}
-		m := migrationName.FindStringSubmatch(e.Name())
-		if m == nil {
-			return nil, fmt.Errorf("migration file %q is not named NNNN_<name>.sql", e.Name())
-		}
-		v, _ := strconv.Atoi(m[1])
-		body, err := fs.ReadFile(fsys, path.Join(dir, e.Name()))
-		if err != nil {
-			return nil, err
-		}
-		if strings.TrimSpace(string(body)) == "" {
-			return nil, fmt.Errorf("migration file %q is empty", e.Name())
-		}
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(body)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration %q: expected version %04d (versions start at 0001 and have no gaps or duplicates)", m.name, i+1)
-		}
-	}
-	return ms, nil
-}
+func loadMigrations() ([]migration, error) { return schema.Load() }
 
 // LatestSchemaVersion is the highest embedded migration: the user_version
 // Open leaves a database at.
-func LatestSchemaVersion() int {
-	ms, err := loadMigrations()
-	if err != nil {
-		return 0
-	}
-	return len(ms)
-}
+func LatestSchemaVersion() int { return schema.Latest() }
 
 // migrate brings the file to LatestSchemaVersion on one dedicated connection,
 // one migration per BEGIN IMMEDIATE transaction. Each transaction re-reads
@@ -152,17 +92,17 @@ func applyNext(ctx context.Context, conn *sql.Conn, ms []migration) (int, error)
 		return 0, nil // another process finished first
 	}
 	m := ms[v]
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-		return 0, fmt.Errorf("applying migration %s: %w", m.name, err)
+	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+		return 0, fmt.Errorf("applying migration %s: %w", m.Name, err)
 	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.version)); err != nil {
-		return 0, fmt.Errorf("recording migration %s: %w", m.name, err)
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.Version)); err != nil {
+		return 0, fmt.Errorf("recording migration %s: %w", m.Name, err)
 	}
 	if err := foreignKeyCheck(ctx, tx); err != nil {
-		return 0, errs.Wrap(err, errs.Internal, "migration %s leaves foreign key violations", m.name)
+		return 0, errs.Wrap(err, errs.Internal, "migration %s leaves foreign key violations", m.Name)
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("committing migration %s: %w", m.name, err)
+		return 0, fmt.Errorf("committing migration %s: %w", m.Name, err)
 	}
 	return 1, nil
 }

@@ -13,6 +13,7 @@ import (
 	"testing/fstest"
 
 	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/store/schema"
 )
 
 func TestOpenCreatesPrivateFileAndMigrates(t *testing.T) {
@@ -270,12 +271,12 @@ func TestMigrationLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, m := range ms {
-		if m.version != i+1 {
-			t.Fatalf("migration %s has version %d at index %d", m.name, m.version, i)
+		if m.Version != i+1 {
+			t.Fatalf("migration %s has version %d at index %d", m.Name, m.Version, i)
 		}
 	}
-	if !strings.HasPrefix(ms[0].name, "0001_") {
-		t.Fatalf("first migration %s", ms[0].name)
+	if !strings.HasPrefix(ms[0].Name, "0001_") {
+		t.Fatalf("first migration %s", ms[0].Name)
 	}
 
 	bad := []fstest.MapFS{
@@ -286,7 +287,7 @@ func TestMigrationLayout(t *testing.T) {
 		{"m/0001_a.sql": {Data: []byte("SELECT 1;")}, "m/0001_b.sql": {Data: []byte("SELECT 1;")}},
 	}
 	for i, fsys := range bad {
-		if _, err := parseMigrations(fsys, "m"); err == nil {
+		if _, err := schema.Parse(fsys, "m"); err == nil {
 			t.Errorf("bad layout %d accepted", i)
 		}
 	}
@@ -300,9 +301,9 @@ func TestMigrationForeignKeyCheckRollsBack(t *testing.T) {
 	ctx := testContext(t)
 	ms, _ := loadMigrations()
 	ms = append(slices.Clone(ms), migration{
-		version: len(ms) + 1,
-		name:    "bad_fk.sql",
-		sql: `PRAGMA defer_foreign_keys = ON;
+		Version: len(ms) + 1,
+		Name:    "bad_fk.sql",
+		SQL: `PRAGMA defer_foreign_keys = ON;
 			CREATE TABLE parent (id INTEGER PRIMARY KEY) STRICT;
 			CREATE TABLE child (pid INTEGER REFERENCES parent(id)) STRICT;
 			INSERT INTO child VALUES (7);`,
