@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/fsutil"
@@ -41,7 +42,9 @@ const DefaultExitTimeout = 90
 // sockPathMode is SockPathMode 0600: only the user may connect.
 const sockPathMode = 0o600
 
-var dbIDForm = regexp.MustCompile(`^[a-z0-9]+$`)
+// Compiled on first use, not at start-up: every deepcode command links
+// this package, few need the pattern.
+var dbIDForm = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]+$`) })
 
 // Label is the LaunchAgent label of the database with id dbID.
 func Label(dbID string) string { return LabelPrefix + dbID }
@@ -108,7 +111,7 @@ func (a *Agent) Validate() error {
 	bad := func(format string, args ...any) error {
 		return errs.New(errs.ConfigInvalid, "LaunchAgent: "+format, args...)
 	}
-	if !dbIDForm.MatchString(a.DBID) {
+	if !dbIDForm().MatchString(a.DBID) {
 		return bad("invalid database id %q", a.DBID)
 	}
 	if len(a.Program) == 0 || !filepath.IsAbs(a.Program[0]) {

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/deepcode-dev/deepcode/shared/errs"
 )
@@ -28,9 +29,11 @@ const TaskPath = `\`
 // TaskNamePrefix starts every deepcode task name.
 const TaskNamePrefix = "deepcode-"
 
+// Compiled on first use, not at start-up: every deepcode command links
+// this package, few need the patterns.
 var (
-	dbIDForm = regexp.MustCompile(`^[a-z0-9]+$`)
-	sidForm  = regexp.MustCompile(`^S-1-[0-9]+(-[0-9]+)+$`)
+	dbIDForm = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]+$`) })
+	sidForm  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^S-1-[0-9]+(-[0-9]+)+$`) })
 )
 
 // TaskName is the task of the database with id dbID.
@@ -73,10 +76,10 @@ func (t *Task) Validate() error {
 	bad := func(format string, args ...any) error {
 		return errs.New(errs.ConfigInvalid, "logon task: "+format, args...)
 	}
-	if !dbIDForm.MatchString(t.DBID) {
+	if !dbIDForm().MatchString(t.DBID) {
 		return bad("invalid database id %q", t.DBID)
 	}
-	if !sidForm.MatchString(t.UserSID) {
+	if !sidForm().MatchString(t.UserSID) {
 		return bad("%q is not a SID", t.UserSID)
 	}
 	for _, p := range []struct{ what, path string }{{"supervisor", t.Supervisor}, {"database", t.Database}, {"DEEPCODE_HOME", t.Home}} {

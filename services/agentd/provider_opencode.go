@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -24,11 +25,15 @@ import (
 
 // opencodeProvider runs turns through `opencode serve`: an HTTP server on
 // 127.0.0.1 (port chosen by opencode, printed on stdout), one per thread,
-// kept warm by the runtime pool. A turn is POST /session/:id/prompt_async,
-// followed on the server's event stream (GET /event, server-sent events)
-// to the session's return to idle. The opencode session id is the durable
-// provider session id; a new server (after an idle close or an agentd
-// restart) continues it, since opencode keeps its sessions on disk.
+// kept warm by the runtime pool. A turn is POST /session/:id/message,
+// followed on the server's event stream (GET /event, server-sent events);
+// it ends on that request's answer (the final assistant message), or on
+// the session's return to idle if that comes first (see
+// opencodeTurn.run). opencode answers before it publishes the prompt's
+// last events: the next turn waits for them (opencodeRuntime.settle). The
+// opencode session id is the durable provider session id; a new server
+// (after an idle close or an agentd restart) continues it, since opencode
+// keeps its sessions on disk.
 //
 // The server is private to deepcode: it requires a random password (HTTP
 // basic auth, OPENCODE_SERVER_PASSWORD) that only agentd knows, so other
@@ -55,10 +60,80 @@ var opencodeStartTimeout = 2 * time.Minute
 // requests (requests sent earlier can hang).
 var opencodeListening = regexp.MustCompile(`https?://[0-9A-Za-z.\[\]:-]+`)
 
-// ocEvent is one event of opencode's event stream.
+// ocEvent is one event of opencode's event stream, decoded once by the
+// stream's reader.
 type ocEvent struct {
+	Type string
+	P    *ocProps
+	// seq numbers the events the reader passed on, in stream order.
+	seq uint64
+}
+
+// ocProps holds the properties of the events a turn uses (each event type
+// sets its own).
+type ocProps struct {
+	SessionID string `json:"sessionID"`
+	// message.updated
+	Info *ocMessageInfo `json:"info"`
+	// message.part.updated
+	Part *ocPartInfo `json:"part"`
+	// message.part.updated (older servers), message.part.delta
+	Delta string `json:"delta"`
+	// message.part.delta
+	MessageID string `json:"messageID"`
+	PartID    string `json:"partID"`
+	Field     string `json:"field"`
+	// session.status
+	Status struct {
+		Type string `json:"type"`
+	} `json:"status"`
+	// session.error
+	Error *ocError `json:"error"`
+	// permission.asked, permission.updated
+	ID         string          `json:"id"`
+	Permission string          `json:"permission"`
 	Type       string          `json:"type"`
-	Properties json.RawMessage `json:"properties"`
+	Title      string          `json:"title"`
+	Patterns   []string        `json:"patterns"`
+	Metadata   json.RawMessage `json:"metadata"`
+}
+
+// ocWire is an event as the stream sends it.
+type ocWire struct {
+	Type       string   `json:"type"`
+	Properties *ocProps `json:"properties"`
+	// /global/event wraps the event in a payload.
+	Payload *ocWire `json:"payload"`
+}
+
+// ocTurnEvent reports whether a turn (or the runtime's settling) uses the
+// events of type typ.
+func ocTurnEvent(typ string) bool {
+	switch typ {
+	case "message.updated", "message.part.updated", "message.part.delta", "session.error",
+		"session.status", "session.idle", "permission.asked", "permission.updated":
+		return true
+	}
+	return false
+}
+
+// ocSkip reports whether an event's data is, by its "type" (opencode
+// writes it before the properties), one no turn uses: most of the stream
+// (session.updated, session.diff, plugin, file and LSP events, heartbeats)
+// is not worth decoding.
+func ocSkip(data []byte) bool {
+	const key = `"type":"`
+	i := bytes.Index(data, []byte(key))
+	// The event's own type: no object or array opens before it.
+	if i < 0 || data[0] != '{' || bytes.ContainsAny(data[1:i], "{[") {
+		return false
+	}
+	rest := data[i+len(key):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 || bytes.IndexByte(rest[:j], '\\') >= 0 {
+		return false
+	}
+	return !ocTurnEvent(string(rest[:j]))
 }
 
 type opencodeRuntime struct {
@@ -73,6 +148,19 @@ type opencodeRuntime struct {
 
 	mu      sync.Mutex
 	handler func(ocEvent)
+	// What the reader saw of the session (guarded by mu): seq counts the
+	// events it passed on; lastIdle is the seq of the last idle event
+	// (session.status idle or session.idle), doneSeq that of the last
+	// update of a completed assistant message, doneID.
+	seq, lastIdle, doneSeq uint64
+	doneID                 string
+	// settled, when not nil, is closed once the previous turn's trailing
+	// events have arrived (see settle); settleMsg and settleAfter say
+	// which: the session went idle after the completion of the message
+	// settleMsg (if set), else after the event settleAfter.
+	settled     chan struct{}
+	settleMsg   string
+	settleAfter uint64
 	// events is closed when the event stream ends.
 	events chan struct{}
 	cancel context.CancelFunc
@@ -241,7 +329,7 @@ func (op opencodeProvider) start(ctx context.Context, t *TurnRun, bin string) (a
 			}
 			return nil, startErr(proc, err)
 		}
-		rt.session = s.ID
+		rt.setSession(s.ID)
 	} else {
 		var s struct {
 			ID string `json:"id"`
@@ -252,10 +340,18 @@ func (op opencodeProvider) start(ctx context.Context, t *TurnRun, bin string) (a
 		if s.ID == "" {
 			return nil, errs.New(errs.ProviderUnavailable, "opencode created a session without an id")
 		}
-		rt.session = s.ID
+		rt.setSession(s.ID)
 	}
 	ok = true
 	return rt, nil
+}
+
+// setSession sets the session (the event reader, already running, reads
+// it).
+func (rt *opencodeRuntime) setSession(id string) {
+	rt.mu.Lock()
+	rt.session = id
+	rt.mu.Unlock()
 }
 
 // opencodeAddress reads opencode serve's stdout up to the line with its
@@ -406,35 +502,11 @@ func (rt *opencodeRuntime) readEvents(body io.ReadCloser, connected chan struct{
 		switch {
 		case len(line) == 0 && err == nil:
 			if data.Len() > 0 {
-				var ev ocEvent
-				if json.Unmarshal(data.Bytes(), &ev) == nil {
-					// /global/event wraps it in a payload.
-					if ev.Type == "" {
-						var w struct {
-							Payload ocEvent `json:"payload"`
-						}
-						if json.Unmarshal(data.Bytes(), &w) == nil {
-							ev = w.Payload
-						}
-					}
-					if first {
-						first = false
-						close(connected)
-					}
-					rt.mu.Lock()
-					h := rt.handler
-					rt.mu.Unlock()
-					if h != nil {
-						h(ev)
-					} else if ev.Type == "permission.asked" || ev.Type == "permission.updated" {
-						// A request with no turn to answer it: refuse.
-						var p struct {
-							ID string `json:"id"`
-						}
-						_ = json.Unmarshal(ev.Properties, &p)
-						go func() { _ = rt.replyPermission(p.ID, "reject", "no deepcode turn is running") }()
-					}
+				if first {
+					first = false
+					close(connected)
 				}
+				rt.dispatch(data.Bytes())
 				data.Reset()
 			}
 		case bytes.HasPrefix(line, []byte("data:")):
@@ -447,6 +519,114 @@ func (rt *opencodeRuntime) readEvents(body io.ReadCloser, connected chan struct{
 			return
 		}
 	}
+}
+
+// dispatch decodes one event (if a turn uses its type), notes the
+// session's idle, and passes the event to the running turn.
+func (rt *opencodeRuntime) dispatch(data []byte) {
+	if ocSkip(data) {
+		return
+	}
+	var w ocWire
+	if err := json.Unmarshal(data, &w); err != nil {
+		// A property of an unexpected type leaves the others decoded.
+		if _, typeErr := err.(*json.UnmarshalTypeError); !typeErr {
+			return
+		}
+	}
+	if w.Type == "" && w.Payload != nil {
+		w = *w.Payload
+	}
+	if !ocTurnEvent(w.Type) {
+		return
+	}
+	if w.Properties == nil {
+		w.Properties = &ocProps{}
+	}
+	ev := ocEvent{Type: w.Type, P: w.Properties}
+	p := ev.P
+	idle := ev.Type == "session.idle" || (ev.Type == "session.status" && p.Status.Type == "idle")
+	done := ev.Type == "message.updated" && p.Info != nil && p.Info.Role == "assistant" && p.Info.Time.Completed != nil
+	rt.mu.Lock()
+	rt.seq++
+	ev.seq = rt.seq
+	if (idle || done) && firstNonEmpty(p.SessionID, infoSession(p)) == rt.session && rt.session != "" {
+		if idle {
+			rt.lastIdle = ev.seq
+		} else {
+			rt.doneID, rt.doneSeq = p.Info.ID, ev.seq
+		}
+		if rt.settled != nil && rt.settledLocked() {
+			close(rt.settled)
+			rt.settled = nil
+		}
+	}
+	h := rt.handler
+	rt.mu.Unlock()
+	if h != nil {
+		h(ev)
+	} else if ev.Type == "permission.asked" || ev.Type == "permission.updated" {
+		// A request with no turn to answer it: refuse.
+		go func() { _ = rt.replyPermission(ev.P.ID, "reject", "no deepcode turn is running") }()
+	}
+}
+
+func infoSession(p *ocProps) string {
+	if p.Info != nil {
+		return p.Info.SessionID
+	}
+	return ""
+}
+
+// settledLocked reports whether the previous turn's trailing events have
+// arrived (rt.mu held).
+func (rt *opencodeRuntime) settledLocked() bool {
+	if rt.settleMsg != "" {
+		return rt.doneID == rt.settleMsg && rt.lastIdle > rt.doneSeq
+	}
+	return rt.lastIdle > rt.settleAfter
+}
+
+// opencodeSettleTimeout bounds how long a turn waits for the previous
+// turn's trailing events (see settle).
+var opencodeSettleTimeout = 30 * time.Second
+
+// settle waits until the previous turn's trailing events have arrived,
+// so that none reaches this turn (an idle among them would end it): a
+// turn may end on its prompt's answer, which opencode sends before it
+// publishes the end of the prompt, or on the session's first idle, which
+// after an error or an abort precedes the final message's completion and
+// a second idle. What is awaited is the session's idle after the final
+// message's completion (or, without an answer, after the turn's start);
+// events meanwhile go to no turn (permission requests are refused). Given
+// up after opencodeSettleTimeout, or at once if the runtime is dead (the
+// turn then finds it so).
+func (rt *opencodeRuntime) settle(ctx context.Context, log *slog.Logger) error {
+	rt.mu.Lock()
+	ch := rt.settled
+	rt.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	timer := time.NewTimer(opencodeSettleTimeout)
+	defer timer.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-rt.dead:
+	case <-timer.C:
+		if log != nil {
+			log.Warn("opencode: the previous turn's last events did not come; the turn goes on", "session", rt.session, "waited", opencodeSettleTimeout)
+		}
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	rt.mu.Lock()
+	if rt.settled == ch {
+		rt.settled = nil
+	}
+	rt.mu.Unlock()
+	return nil
 }
 
 func (rt *opencodeRuntime) replyPermission(id, reply, message string) error {
@@ -480,6 +660,10 @@ func (op opencodeProvider) Run(ctx context.Context, t *TurnRun) error {
 	rt := r.(*opencodeRuntime)
 	keep := false
 	defer func() { release(keep) }()
+	if err := rt.settle(ctx, t.pool.log); err != nil {
+		keep = true
+		return err
+	}
 	if rt.session != t.SessionID {
 		t.Sink.SetSession(rt.session)
 	}
@@ -489,8 +673,25 @@ func (op opencodeProvider) Run(ctx context.Context, t *TurnRun) error {
 	rt.mu.Unlock()
 	defer func() {
 		rt.mu.Lock()
+		defer rt.mu.Unlock()
 		rt.handler = nil
-		rt.mu.Unlock()
+		if !keep {
+			return
+		}
+		// What of this turn is still to come (the next turn waits for
+		// it): up to the idle after the final message's completion, else
+		// (no answer) after the turn's start.
+		switch {
+		case ot.final != "":
+			rt.settleMsg, rt.settleAfter = ot.final, 0
+		case ot.started:
+			rt.settleMsg, rt.settleAfter = "", ot.startSeq
+		default:
+			return
+		}
+		if !rt.settledLocked() {
+			rt.settled = make(chan struct{})
+		}
 	}()
 	keep, err = ot.run(ctx)
 	return err
@@ -517,10 +718,38 @@ type opencodeTurn struct {
 	// counted: assistant messages whose tokens are in usage.
 	counted map[string]bool
 	started bool // the session went busy
+	// startSeq is the event that showed the start.
+	startSeq uint64
+	// final is the id of the prompt's final assistant message, from the
+	// prompt's answer.
+	final   string
 	failure error
 	wg      sync.WaitGroup
 }
 
+// ocMessage is a message with its parts: the answer to a prompt.
+type ocMessage struct {
+	Info  ocMessageInfo `json:"info"`
+	Parts []ocPartInfo  `json:"parts"`
+}
+
+// ocAnswer is the outcome of the prompt's request.
+type ocAnswer struct {
+	msg ocMessage
+	err error
+}
+
+// opencodeAnswerWait bounds how long a turn that ended on the session's
+// idle waits for its prompt's answer (which follows at once).
+var opencodeAnswerWait = 30 * time.Second
+
+// run sends the prompt (POST /session/:id/message, which answers with the
+// final assistant message once the prompt is done) and maps the session's
+// events to the turn's items until the end: the answer, once the events
+// have shown its message (the events of earlier steps came before it, and
+// the answer brings the final message's last state), or the session's
+// idle, whichever comes first. opencode answers before it publishes the
+// prompt's last events, held while it is busy.
 func (ot *opencodeTurn) run(ctx context.Context) (keep bool, err error) {
 	t := ot.t
 	defer ot.wg.Wait()
@@ -529,30 +758,94 @@ func (ot *opencodeTurn) run(ctx context.Context) (keep bool, err error) {
 	if providerID != "" && modelID != "" {
 		body["model"] = map[string]string{"providerID": providerID, "modelID": modelID}
 	}
-	if err := ot.rt.do(ctx, http.MethodPost, "/session/"+url.PathEscape(ot.rt.session)+"/prompt_async", body, nil); err != nil {
-		if ctx.Err() != nil {
-			return false, context.Cause(ctx)
+	// The request lasts as long as the prompt: an interrupt aborts the
+	// prompt (POST /session/:id/abort), which answers it. It is cancelled
+	// only when the runtime is given up; run waits for its end.
+	pctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	answers := make(chan ocAnswer, 1)
+	go func() {
+		var a ocAnswer
+		var raw json.RawMessage
+		if a.err = ot.rt.do(pctx, http.MethodPost, "/session/"+url.PathEscape(ot.rt.session)+"/message", body, &raw); a.err == nil {
+			// As with the events, a property of an unexpected type
+			// leaves the others decoded.
+			_ = json.Unmarshal(raw, &a.msg)
 		}
-		if _, isHTTP := err.(*opencodeHTTPError); isHTTP {
-			return true, errs.Wrap(err, errs.TaskFailed, "opencode refused the prompt")
+		answers <- a
+	}()
+	pending := answers // nil once answered
+	var answer *ocAnswer
+	defer func() {
+		if pending == nil {
+			return
 		}
-		return false, err
-	}
+		if keep {
+			timer := time.NewTimer(opencodeAnswerWait)
+			defer timer.Stop()
+			select {
+			case a := <-pending:
+				ot.answered(&a)
+				return
+			case <-ot.rt.dead:
+			case <-timer.C:
+				if log := ot.t.pool.log; log != nil {
+					log.Warn("opencode: no answer to the prompt after the session went idle", "session", ot.rt.session, "waited", opencodeAnswerWait)
+				}
+			}
+		}
+		cancel()
+		<-pending
+	}()
 	var grace <-chan time.Time
 	interrupted := false
 	done := ctx.Done()
+	end := func() (bool, error) {
+		ot.closeItems()
+		ot.finishUsage()
+		if interrupted || ctx.Err() != nil {
+			return true, context.Cause(ctx)
+		}
+		return true, ot.failure
+	}
 	for {
 		select {
 		case <-ot.events.ready:
-			for ev, ok := ot.events.next(); ok; ev, ok = ot.events.next() {
-				if end := ot.handle(ctx, ev); end {
-					ot.closeItems()
-					ot.finishUsage()
-					if interrupted || ctx.Err() != nil {
-						return true, context.Cause(ctx)
-					}
-					return true, ot.failure
+			if ot.drain(ctx) {
+				return end()
+			}
+			if answer != nil && ot.reconcile(ctx, answer) {
+				return end()
+			}
+		case a := <-pending:
+			pending = nil
+			ot.answered(&a)
+			_, refused := a.err.(*opencodeHTTPError)
+			switch {
+			case a.err == nil:
+				// The events already here first: they came before the
+				// answer's state.
+				if ot.drain(ctx) || ot.reconcile(ctx, &a) {
+					return end()
 				}
+				answer = &a
+			case refused:
+				ot.closeItems()
+				ot.finishUsage()
+				if interrupted {
+					return true, context.Cause(ctx)
+				}
+				return true, errs.Wrap(a.err, errs.TaskFailed, "opencode refused the prompt")
+			case errs.Is(a.err, errs.WorkerCrashed):
+				// The runtime is gone.
+				ot.closeItems()
+				if interrupted {
+					return false, context.Cause(ctx)
+				}
+				return false, a.err
+			default:
+				// An answer that cannot be read: the events tell the
+				// end.
 			}
 		case <-ot.rt.events:
 			// The event stream ended: the server went away.
@@ -586,6 +879,41 @@ func (ot *opencodeTurn) run(ctx context.Context) (keep bool, err error) {
 			return false, context.Cause(ctx)
 		}
 	}
+}
+
+// answered notes the prompt's final message (completed: opencode then
+// publishes its completion, followed by the session's idle).
+func (ot *opencodeTurn) answered(a *ocAnswer) {
+	if a.err == nil && a.msg.Info.Role == "assistant" && a.msg.Info.Time.Completed != nil {
+		ot.final = a.msg.Info.ID
+	}
+}
+
+// drain handles the events waiting; it reports the turn's end (the
+// session's idle).
+func (ot *opencodeTurn) drain(ctx context.Context) bool {
+	for ev, ok := ot.events.next(); ok; ev, ok = ot.events.next() {
+		if ot.handle(ctx, ev) {
+			return true
+		}
+	}
+	return false
+}
+
+// reconcile ends the turn with the prompt's answer if the events have
+// shown its message: it applies the message's last state as its last
+// events would (its completion, then each part's final state) and reports
+// true.
+func (ot *opencodeTurn) reconcile(ctx context.Context, a *ocAnswer) bool {
+	m := &a.msg
+	if m.Info.ID == "" || m.Info.Role != "assistant" || ot.roles[m.Info.ID] != "assistant" {
+		return false
+	}
+	ot.message(ctx, &m.Info, 0)
+	for i := range m.Parts {
+		ot.part(ctx, m.Parts[i], "", true)
+	}
+	return true
 }
 
 type ocMessageInfo struct {
@@ -641,75 +969,39 @@ type ocPartInfo struct {
 
 // handle maps one event; end reports the turn's end.
 func (ot *opencodeTurn) handle(ctx context.Context, ev ocEvent) (end bool) {
-	var sid struct {
-		SessionID string `json:"sessionID"`
-		Info      struct {
-			SessionID string `json:"sessionID"`
-		} `json:"info"`
-		Part struct {
-			SessionID string `json:"sessionID"`
-		} `json:"part"`
-	}
-	_ = json.Unmarshal(ev.Properties, &sid)
+	p := ev.P
 	if ev.Type == "permission.asked" || ev.Type == "permission.updated" {
 		// Whichever session asks (the thread's, or a subagent's child
 		// session): this server runs this thread's turn only.
 		ot.wg.Add(1)
-		go func() { defer ot.wg.Done(); ot.approve(ctx, ev) }()
+		go func() { defer ot.wg.Done(); ot.approve(ctx, p) }()
 		return false
 	}
-	if s := firstNonEmpty(sid.SessionID, sid.Info.SessionID, sid.Part.SessionID); s != "" && s != ot.rt.session {
+	sid := firstNonEmpty(p.SessionID, infoSession(p))
+	if sid == "" && p.Part != nil {
+		sid = p.Part.SessionID
+	}
+	if sid != "" && sid != ot.rt.session {
 		return false // another session (a subagent's)
 	}
 	switch ev.Type {
 	case "message.updated":
-		var p struct {
-			Info ocMessageInfo `json:"info"`
-		}
-		_ = json.Unmarshal(ev.Properties, &p)
-		if p.Info.ID == "" {
-			break
-		}
-		if _, known := ot.roles[p.Info.ID]; !known {
-			ot.roles[p.Info.ID] = p.Info.Role
-			ot.release(ctx, p.Info.ID)
-		}
-		if p.Info.Role == "assistant" {
-			ot.started = true
-			if p.Info.Error != nil && p.Info.Error.Name != "MessageAbortedError" {
-				ot.failure = opencodeFailure(p.Info.Error)
-			}
-			if p.Info.Time.Completed != nil && p.Info.Tokens != nil && !ot.counted[p.Info.ID] {
-				ot.counted[p.Info.ID] = true
-				tk := p.Info.Tokens
-				ot.usage.InputTokens += tk.Input
-				ot.usage.OutputTokens += tk.Output
-				ot.usage.ReasoningTokens += tk.Reasoning
-				ot.usage.CachedInputTokens += tk.Cache.Read
-			}
+		if p.Info != nil {
+			ot.message(ctx, p.Info, ev.seq)
 		}
 	case "message.part.updated":
-		var p struct {
-			Part  ocPartInfo `json:"part"`
-			Delta string     `json:"delta"`
+		if p.Part == nil {
+			break
 		}
-		_ = json.Unmarshal(ev.Properties, &p)
 		role, known := ot.roles[p.Part.MessageID]
 		if !known {
 			ot.held = append(ot.held, ev)
 			break
 		}
 		if role == "assistant" {
-			ot.part(ctx, p.Part, p.Delta, false)
+			ot.part(ctx, *p.Part, p.Delta, false)
 		}
 	case "message.part.delta":
-		var p struct {
-			MessageID string `json:"messageID"`
-			PartID    string `json:"partID"`
-			Field     string `json:"field"`
-			Delta     string `json:"delta"`
-		}
-		_ = json.Unmarshal(ev.Properties, &p)
 		role, known := ot.roles[p.MessageID]
 		if !known {
 			ot.held = append(ot.held, ev)
@@ -719,23 +1011,13 @@ func (ot *opencodeTurn) handle(ctx context.Context, ev ocEvent) (end bool) {
 			ot.textDelta(p.PartID, p.Delta)
 		}
 	case "session.error":
-		var p struct {
-			Error *ocError `json:"error"`
-		}
-		_ = json.Unmarshal(ev.Properties, &p)
 		if p.Error != nil && p.Error.Name != "MessageAbortedError" {
 			ot.failure = opencodeFailure(p.Error)
 		}
 	case "session.status":
-		var p struct {
-			Status struct {
-				Type string `json:"type"`
-			} `json:"status"`
-		}
-		_ = json.Unmarshal(ev.Properties, &p)
 		switch p.Status.Type {
 		case "busy", "retry":
-			ot.started = true
+			ot.begin(ev.seq)
 		case "idle":
 			return ot.started
 		}
@@ -745,19 +1027,49 @@ func (ot *opencodeTurn) handle(ctx context.Context, ev ocEvent) (end bool) {
 	return false
 }
 
+// begin notes the prompt's start, shown by the event seq.
+func (ot *opencodeTurn) begin(seq uint64) {
+	if !ot.started {
+		ot.started, ot.startSeq = true, seq
+	}
+}
+
+// message maps a message's new state (event seq).
+func (ot *opencodeTurn) message(ctx context.Context, info *ocMessageInfo, seq uint64) {
+	if info.ID == "" {
+		return
+	}
+	if _, known := ot.roles[info.ID]; !known {
+		ot.roles[info.ID] = info.Role
+		ot.release(ctx, info.ID)
+	}
+	if info.Role != "assistant" {
+		return
+	}
+	ot.begin(seq)
+	if info.Error != nil && info.Error.Name != "MessageAbortedError" {
+		ot.failure = opencodeFailure(info.Error)
+	}
+	if info.Time.Completed != nil && info.Tokens != nil && !ot.counted[info.ID] {
+		ot.counted[info.ID] = true
+		tk := info.Tokens
+		ot.usage.InputTokens += tk.Input
+		ot.usage.OutputTokens += tk.Output
+		ot.usage.ReasoningTokens += tk.Reasoning
+		ot.usage.CachedInputTokens += tk.Cache.Read
+	}
+}
+
 // release handles the held events of a message whose role is now known.
 func (ot *opencodeTurn) release(ctx context.Context, messageID string) {
 	held := ot.held
 	ot.held = nil
 	for _, ev := range held {
-		var p struct {
-			MessageID string `json:"messageID"`
-			Part      struct {
-				MessageID string `json:"messageID"`
-			} `json:"part"`
+		id := ev.P.MessageID
+		if id == "" && ev.P.Part != nil {
+			id = ev.P.Part.MessageID
 		}
-		_ = json.Unmarshal(ev.Properties, &p)
-		if firstNonEmpty(p.MessageID, p.Part.MessageID) == messageID {
+		if id == messageID {
 			ot.handle(ctx, ev)
 		} else {
 			ot.held = append(ot.held, ev)
@@ -947,17 +1259,7 @@ func opencodeFailure(e *ocError) error {
 
 // approve turns an opencode permission request into a deepcode approval
 // and replies with the decision.
-func (ot *opencodeTurn) approve(ctx context.Context, ev ocEvent) {
-	var p struct {
-		ID         string          `json:"id"`
-		Permission string          `json:"permission"`
-		Type       string          `json:"type"`
-		Title      string          `json:"title"`
-		Patterns   []string        `json:"patterns"`
-		Pattern    json.RawMessage `json:"pattern"`
-		Metadata   json.RawMessage `json:"metadata"`
-	}
-	_ = json.Unmarshal(ev.Properties, &p)
+func (ot *opencodeTurn) approve(ctx context.Context, p *ocProps) {
 	perm := firstNonEmpty(p.Permission, p.Type)
 	var md struct {
 		Command  string `json:"command"`

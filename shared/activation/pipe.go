@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/deepcode-dev/deepcode/shared/errs"
 )
@@ -16,16 +17,18 @@ import (
 // PipePrefix starts every deepcode pipe name.
 const PipePrefix = `\\.\pipe\deepcode-`
 
+// Compiled on first use, not at start-up: every deepcode command links
+// this package, few need the patterns.
 var (
-	pipePart = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
-	sidForm  = regexp.MustCompile(`^S-1-[0-9]+(-[0-9]+)+$`)
+	pipePart = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`) })
+	sidForm  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^S-1-[0-9]+(-[0-9]+)+$`) })
 )
 
 // PipeName is the pipe of socket name ("manager" or "manager.sock") of the
 // database with id dbID.
 func PipeName(dbID, name string) (string, error) {
 	name = strings.TrimSuffix(name, ".sock")
-	if !pipePart.MatchString(dbID) || !pipePart.MatchString(name) {
+	if !pipePart().MatchString(dbID) || !pipePart().MatchString(name) {
 		return "", errs.New(errs.Internal, "invalid pipe name parts %q, %q", dbID, name)
 	}
 	return PipePrefix + dbID + "-" + name, nil
@@ -68,7 +71,7 @@ func IsPipeName(address string) bool {
 // (no inherited entries) with a single entry granting GENERIC_ALL to sid.
 // Nobody else, not even Administrators or SYSTEM, may open it.
 func PipeSDDL(sid string) (string, error) {
-	if !sidForm.MatchString(sid) {
+	if !sidForm().MatchString(sid) {
 		return "", errs.New(errs.Internal, "%q is not a SID string", sid)
 	}
 	return "D:P(A;;GA;;;" + sid + ")", nil

@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -453,8 +454,9 @@ func (a *app) waitDaemonGone(ctx context.Context, pid int) (daemonStatus, error)
 }
 
 // agentdLine matches the service log's records of agentd and the
-// supervisor's records about it.
-var agentdLine = regexp.MustCompile(`(^| )(service|child)=agentd( |$)`)
+// supervisor's records about it (compiled on first use, not at every
+// command's start).
+var agentdLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^| )(service|child)=agentd( |$)`) })
 
 // agentdLogs returns the last n log lines about agentd, oldest first.
 func agentdLogs(path string, n int) ([]string, error) {
@@ -469,7 +471,7 @@ func agentdLogs(path string, n int) ([]string, error) {
 		}
 		var got []string
 		for _, l := range lines {
-			if agentdLine.MatchString(l) {
+			if agentdLine().MatchString(l) {
 				got = append(got, l)
 			}
 		}

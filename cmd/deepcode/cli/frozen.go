@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/deepcode-dev/deepcode/shared/buildinfo"
 	"github.com/deepcode-dev/deepcode/shared/errs"
@@ -169,7 +170,9 @@ func hashFile(path string) (string, int64, error) {
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
-var unsafeVersion = regexp.MustCompile(`[^A-Za-z0-9._+-]`)
+// unsafeVersion: characters kept out of a runtime folder name (compiled on
+// first use, not at every command's start).
+var unsafeVersion = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9._+-]`) })
 
 // prepareRuntime returns the copy of src's binaries, making it if needed.
 func prepareRuntime(root, src string) (string, error) {
@@ -177,7 +180,7 @@ func prepareRuntime(root, src string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	version := unsafeVersion.ReplaceAllString(m.Version, "_")
+	version := unsafeVersion().ReplaceAllString(m.Version, "_")
 	if len(version) > 40 {
 		version = version[:40]
 	}
