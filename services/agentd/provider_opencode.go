@@ -800,6 +800,8 @@ func (ot *opencodeTurn) run(ctx context.Context) (keep bool, err error) {
 	var grace <-chan time.Time
 	interrupted := false
 	done := ctx.Done()
+	// end ends the turn with the runtime still usable; gone, with the
+	// runtime lost (its items left open fail).
 	end := func() (bool, error) {
 		ot.closeItems()
 		ot.finishUsage()
@@ -807,6 +809,13 @@ func (ot *opencodeTurn) run(ctx context.Context) (keep bool, err error) {
 			return true, context.Cause(ctx)
 		}
 		return true, ot.failure
+	}
+	gone := func(err error) (bool, error) {
+		ot.closeItems()
+		if interrupted {
+			return false, context.Cause(ctx)
+		}
+		return false, err
 	}
 	for {
 		select {
@@ -830,19 +839,10 @@ func (ot *opencodeTurn) run(ctx context.Context) (keep bool, err error) {
 				}
 				answer = &a
 			case refused:
-				ot.closeItems()
-				ot.finishUsage()
-				if interrupted {
-					return true, context.Cause(ctx)
-				}
-				return true, errs.Wrap(a.err, errs.TaskFailed, "opencode refused the prompt")
+				ot.failure = errs.Wrap(a.err, errs.TaskFailed, "opencode refused the prompt")
+				return end()
 			case errs.Is(a.err, errs.WorkerCrashed):
-				// The runtime is gone.
-				ot.closeItems()
-				if interrupted {
-					return false, context.Cause(ctx)
-				}
-				return false, a.err
+				return gone(a.err)
 			default:
 				// An answer that cannot be read: the events tell the
 				// end.
@@ -853,30 +853,23 @@ func (ot *opencodeTurn) run(ctx context.Context) (keep bool, err error) {
 			case <-ot.rt.done:
 			case <-time.After(2 * time.Second):
 			}
-			ot.closeItems()
-			if interrupted {
-				return false, context.Cause(ctx)
-			}
-			return false, runtimeCrash(ot.rt.runtimeProc, nil)
+			return gone(runtimeCrash(ot.rt.runtimeProc, nil))
 		case <-ot.rt.done:
-			ot.closeItems()
-			if interrupted {
-				return false, context.Cause(ctx)
-			}
-			return false, runtimeCrash(ot.rt.runtimeProc, nil)
+			return gone(runtimeCrash(ot.rt.runtimeProc, nil))
 		case <-done:
 			done = nil
 			interrupted = true
-			go func() {
+			// Owned by the turn (run waits for ot.wg); bounded by the
+			// grace, after which the runtime is killed.
+			ot.wg.Go(func() {
 				ictx, cancel := context.WithTimeout(context.Background(), codexInterruptGrace)
 				defer cancel()
 				_ = ot.rt.do(ictx, http.MethodPost, "/session/"+url.PathEscape(ot.rt.session)+"/abort", nil, nil)
-			}()
+			})
 			grace = time.After(codexInterruptGrace)
 		case <-grace:
 			ot.rt.kill()
-			ot.closeItems()
-			return false, context.Cause(ctx)
+			return gone(nil)
 		}
 	}
 }

@@ -32,10 +32,12 @@ type Migration struct {
 
 var migrationName = regexp.MustCompile(`^([0-9]{4})_([a-z0-9][a-z0-9_]*)\.sql$`)
 
-// Load returns the embedded migrations in order (parsed once).
-var Load = sync.OnceValues(func() ([]Migration, error) {
+var load = sync.OnceValues(func() ([]Migration, error) {
 	return Parse(files, "migrations")
 })
+
+// Load returns the embedded migrations in order (parsed once).
+func Load() ([]Migration, error) { return load() }
 
 // Parse reads the migrations in dir of fsys and checks their numbering.
 func Parse(fsys fs.FS, dir string) ([]Migration, error) {
