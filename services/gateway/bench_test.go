@@ -15,6 +15,7 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/buildinfo"
 	"github.com/deepcode-dev/deepcode/shared/client/clienttest"
+	"github.com/deepcode-dev/deepcode/shared/paths"
 	"github.com/deepcode-dev/deepcode/shared/rpc"
 	"github.com/deepcode-dev/deepcode/shared/testkit"
 )
@@ -25,7 +26,9 @@ import (
 // the same number of connections. Goal: p50 ≤ 2.5 × the echo's. The echo
 // runs twice: in this process ("echo") and in a process of its own
 // ("echoproc"), the transport's floor for an answer from another process,
-// as the gateway's is (its answer comes from a third: agentd).
+// as the gateway's is (its answer comes from a third: agentd). The same
+// reads sent straight to agentd's socket show how much of the gateway's
+// figure is agentd's own ("agentd"), and what the gateway adds to it.
 func BenchmarkGatewayThreadRead(b *testing.B) {
 	in := clienttest.Start(b)
 	setup := mustBiz(b, in)
@@ -101,6 +104,28 @@ func BenchmarkGatewayThreadRead(b *testing.B) {
 		for _, c := range conns[1:] {
 			c.close()
 		}
+		// The same reads sent to agentd's own socket: what agentd itself
+		// takes, which the gateway's figure includes.
+		direct := make([]*biz, n)
+		for i := range direct {
+			c, err := dialRPC(b, rpc.DialOptions{Network: "unix", Address: in.Layout.Socket(paths.AgentdSocket), Path: "/rpc"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.must(api.MethodInitialize, initParams(buildinfo.ProtocolVersion), nil)
+			direct[i] = c
+		}
+		atAgentd := run(func(i int) {
+			if err := direct[i].call(api.MethodThreadRead, map[string]any{"threadId": thread}, nil); err != nil {
+				b.Error(err)
+			}
+		})
+		for _, c := range direct {
+			c.close()
+		}
+		ap50 := testkit.Percentile(atAgentd, 50)
+		b.ReportMetric(ap50, fmt.Sprintf("µs-p50-agentd-%dconn", n))
+		b.ReportMetric(testkit.Percentile(gw, 50)-ap50, fmt.Sprintf("µs-p50-gateway-adds-%dconn", n))
 		b.ReportMetric(testkit.Percentile(gw, 50), fmt.Sprintf("µs-p50-%dconn", n))
 		b.ReportMetric(testkit.Percentile(gw, 99), fmt.Sprintf("µs-p99-%dconn", n))
 	}

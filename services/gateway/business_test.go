@@ -47,9 +47,16 @@ type biz struct {
 
 func dialBiz(t testing.TB, in *clienttest.Instance, header http.Header) (*biz, error) {
 	t.Helper()
+	return dialRPC(t, rpc.DialOptions{Network: "tcp", Address: in.Info.Address, Path: gateway.RouteBusinessRPC, Header: header})
+}
+
+// dialRPC connects a client with biz's notification handling to any
+// business RPC endpoint (the gateway's, or a service's own socket).
+func dialRPC(t testing.TB, opts rpc.DialOptions) (*biz, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := rpc.Dial(ctx, rpc.DialOptions{Network: "tcp", Address: in.Info.Address, Path: gateway.RouteBusinessRPC, Header: header})
+	conn, err := rpc.Dial(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
