@@ -54,7 +54,11 @@ func runFakeOpencode(mode string) int {
 	mux.HandleFunc("POST /session/{id}/abort", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, true) })
 	mux.HandleFunc("POST /session/{id}/message", f.prompt)
 	fmt.Printf("opencode server listening on http://%s\n", ln.Addr())
-	return map[bool]int{true: 0, false: 1}[http.Serve(ln, mux) == nil]
+	if err := http.Serve(ln, mux); err != nil {
+		fmt.Fprintln(os.Stderr, "fake opencode:", err)
+		return 1
+	}
+	return 0
 }
 
 const fakeOpencodeSession = "ses_fake"
@@ -70,13 +74,17 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// publish sends an event to every subscriber of /event.
+// publish sends an event to every subscriber of /event (one that has
+// stopped reading, and whose queue is full, misses it).
 func (f *fakeOpencode) publish(typ string, props map[string]any) {
 	b, _ := json.Marshal(map[string]any{"type": typ, "properties": props})
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for ch := range f.subscribers {
-		ch <- b
+		select {
+		case ch <- b:
+		default:
+		}
 	}
 }
 
