@@ -56,6 +56,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./shared/rpc
 	$(GO) test -run '^$$' -fuzz '^FuzzExchangeBody$$' -fuzztime $(FUZZTIME) ./services/gateway
 	$(GO) test -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) ./services/termhost
+	$(GO) test -run '^$$' -fuzz '^FuzzOCSkip$$' -fuzztime $(FUZZTIME) ./services/agentd
 
 ## cross: the binaries for macOS and Windows must compile
 cross:

@@ -17,14 +17,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/fsutil"
+	"github.com/deepcode-dev/deepcode/shared/paths"
 	"howett.net/plist"
 )
 
@@ -41,10 +40,6 @@ const DefaultExitTimeout = 90
 
 // sockPathMode is SockPathMode 0600: only the user may connect.
 const sockPathMode = 0o600
-
-// Compiled on first use, not at start-up: every deepcode command links
-// this package, few need the pattern.
-var dbIDForm = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]+$`) })
 
 // Label is the LaunchAgent label of the database with id dbID.
 func Label(dbID string) string { return LabelPrefix + dbID }
@@ -111,7 +106,7 @@ func (a *Agent) Validate() error {
 	bad := func(format string, args ...any) error {
 		return errs.New(errs.ConfigInvalid, "LaunchAgent: "+format, args...)
 	}
-	if !dbIDForm().MatchString(a.DBID) {
+	if !paths.ValidDatabaseID(a.DBID) {
 		return bad("invalid database id %q", a.DBID)
 	}
 	if len(a.Program) == 0 || !filepath.IsAbs(a.Program[0]) {

@@ -13,12 +13,12 @@ package windows
 import (
 	"bytes"
 	"encoding/xml"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 
+	"github.com/deepcode-dev/deepcode/shared/activation"
 	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/paths"
 )
 
 // TaskPath is the Task Scheduler folder of deepcode's tasks: the root, which
@@ -28,13 +28,6 @@ const TaskPath = `\`
 
 // TaskNamePrefix starts every deepcode task name.
 const TaskNamePrefix = "deepcode-"
-
-// Compiled on first use, not at start-up: every deepcode command links
-// this package, few need the patterns.
-var (
-	dbIDForm = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]+$`) })
-	sidForm  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^S-1-[0-9]+(-[0-9]+)+$`) })
-)
 
 // TaskName is the task of the database with id dbID.
 func TaskName(dbID string) string { return TaskNamePrefix + dbID }
@@ -76,10 +69,10 @@ func (t *Task) Validate() error {
 	bad := func(format string, args ...any) error {
 		return errs.New(errs.ConfigInvalid, "logon task: "+format, args...)
 	}
-	if !dbIDForm().MatchString(t.DBID) {
+	if !paths.ValidDatabaseID(t.DBID) {
 		return bad("invalid database id %q", t.DBID)
 	}
-	if !sidForm().MatchString(t.UserSID) {
+	if !activation.ValidSID(t.UserSID) {
 		return bad("%q is not a SID", t.UserSID)
 	}
 	for _, p := range []struct{ what, path string }{{"supervisor", t.Supervisor}, {"database", t.Database}, {"DEEPCODE_HOME", t.Home}} {

@@ -146,6 +146,10 @@ type opencodeRuntime struct {
 	// directory.
 	dir string
 
+	// replies are the refusals of permission requests no turn was there
+	// to answer (Close waits for them).
+	replies sync.WaitGroup
+
 	mu      sync.Mutex
 	handler func(ocEvent)
 	// What the reader saw of the session (guarded by mu): seq counts the
@@ -550,7 +554,7 @@ func (rt *opencodeRuntime) dispatch(data []byte) {
 	rt.mu.Lock()
 	rt.seq++
 	ev.seq = rt.seq
-	if (idle || done) && firstNonEmpty(p.SessionID, infoSession(p)) == rt.session && rt.session != "" {
+	if (idle || done) && p.sessionID() == rt.session && rt.session != "" {
 		if idle {
 			rt.lastIdle = ev.seq
 		} else {
@@ -567,15 +571,30 @@ func (rt *opencodeRuntime) dispatch(data []byte) {
 		h(ev)
 	} else if ev.Type == "permission.asked" || ev.Type == "permission.updated" {
 		// A request with no turn to answer it: refuse.
-		go func() { _ = rt.replyPermission(ev.P.ID, "reject", "no deepcode turn is running") }()
+		rt.replies.Go(func() { _ = rt.replyPermission(ev.P.ID, "reject", "no deepcode turn is running") })
 	}
 }
 
-func infoSession(p *ocProps) string {
-	if p.Info != nil {
+// sessionID is the session the event is about: its own property, or its
+// message's or part's.
+func (p *ocProps) sessionID() string {
+	switch {
+	case p.SessionID != "":
+		return p.SessionID
+	case p.Info != nil && p.Info.SessionID != "":
 		return p.Info.SessionID
+	case p.Part != nil:
+		return p.Part.SessionID
 	}
 	return ""
+}
+
+// messageID is the message a part's event is about.
+func (p *ocProps) messageID() string {
+	if p.MessageID == "" && p.Part != nil {
+		return p.Part.MessageID
+	}
+	return p.MessageID
 }
 
 // settledLocked reports whether the previous turn's trailing events have
@@ -645,6 +664,7 @@ func (rt *opencodeRuntime) Close() {
 		rt.cancel()
 	}
 	rt.runtimeProc.Close()
+	rt.replies.Wait() // the server is gone: they fail at once
 	rt.client.CloseIdleConnections()
 }
 
@@ -904,7 +924,7 @@ func (ot *opencodeTurn) reconcile(ctx context.Context, a *ocAnswer) bool {
 	}
 	ot.message(ctx, &m.Info, 0)
 	for i := range m.Parts {
-		ot.part(ctx, m.Parts[i], "", true)
+		ot.part(ctx, m.Parts[i], "")
 	}
 	return true
 }
@@ -966,15 +986,10 @@ func (ot *opencodeTurn) handle(ctx context.Context, ev ocEvent) (end bool) {
 	if ev.Type == "permission.asked" || ev.Type == "permission.updated" {
 		// Whichever session asks (the thread's, or a subagent's child
 		// session): this server runs this thread's turn only.
-		ot.wg.Add(1)
-		go func() { defer ot.wg.Done(); ot.approve(ctx, p) }()
+		ot.wg.Go(func() { ot.approve(ctx, p) })
 		return false
 	}
-	sid := firstNonEmpty(p.SessionID, infoSession(p))
-	if sid == "" && p.Part != nil {
-		sid = p.Part.SessionID
-	}
-	if sid != "" && sid != ot.rt.session {
+	if sid := p.sessionID(); sid != "" && sid != ot.rt.session {
 		return false // another session (a subagent's)
 	}
 	switch ev.Type {
@@ -992,7 +1007,7 @@ func (ot *opencodeTurn) handle(ctx context.Context, ev ocEvent) (end bool) {
 			break
 		}
 		if role == "assistant" {
-			ot.part(ctx, *p.Part, p.Delta, false)
+			ot.part(ctx, *p.Part, p.Delta)
 		}
 	case "message.part.delta":
 		role, known := ot.roles[p.MessageID]
@@ -1058,11 +1073,7 @@ func (ot *opencodeTurn) release(ctx context.Context, messageID string) {
 	held := ot.held
 	ot.held = nil
 	for _, ev := range held {
-		id := ev.P.MessageID
-		if id == "" && ev.P.Part != nil {
-			id = ev.P.Part.MessageID
-		}
-		if id == messageID {
+		if ev.P.messageID() == messageID {
 			ot.handle(ctx, ev)
 		} else {
 			ot.held = append(ot.held, ev)
@@ -1084,7 +1095,7 @@ func (ot *opencodeTurn) textDelta(partID, delta string) {
 }
 
 // part maps a part's new state.
-func (ot *opencodeTurn) part(ctx context.Context, p ocPartInfo, delta string, _ bool) {
+func (ot *opencodeTurn) part(ctx context.Context, p ocPartInfo, delta string) {
 	s := ot.t.Sink
 	switch p.Type {
 	case "text":

@@ -2,11 +2,10 @@ package activation
 
 import (
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 
 	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/paths"
 )
 
 // On Windows the services listen on named pipes instead of Unix sockets:
@@ -17,18 +16,37 @@ import (
 // PipePrefix starts every deepcode pipe name.
 const PipePrefix = `\\.\pipe\deepcode-`
 
-// Compiled on first use, not at start-up: every deepcode command links
-// this package, few need the patterns.
-var (
-	pipePart = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`) })
-	sidForm  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^S-1-[0-9]+(-[0-9]+)+$`) })
-)
+// validPipePart reports whether s is groups of lowercase letters and
+// digits (a database id's characters) joined by single dashes.
+func validPipePart(s string) bool {
+	for g := range strings.SplitSeq(s, "-") {
+		if !paths.ValidDatabaseID(g) {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidSID reports whether sid is a SID string: S-1-, then two or more
+// groups of digits joined by dashes (^S-1-[0-9]+(-[0-9]+)+$).
+func ValidSID(sid string) bool {
+	rest, ok := strings.CutPrefix(sid, "S-1-")
+	if !ok || strings.Count(rest, "-") < 1 {
+		return false
+	}
+	for g := range strings.SplitSeq(rest, "-") {
+		if g == "" || strings.IndexFunc(g, func(r rune) bool { return r < '0' || r > '9' }) >= 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // PipeName is the pipe of socket name ("manager" or "manager.sock") of the
 // database with id dbID.
 func PipeName(dbID, name string) (string, error) {
 	name = strings.TrimSuffix(name, ".sock")
-	if !pipePart().MatchString(dbID) || !pipePart().MatchString(name) {
+	if !validPipePart(dbID) || !validPipePart(name) {
 		return "", errs.New(errs.Internal, "invalid pipe name parts %q, %q", dbID, name)
 	}
 	return PipePrefix + dbID + "-" + name, nil
@@ -71,7 +89,7 @@ func IsPipeName(address string) bool {
 // (no inherited entries) with a single entry granting GENERIC_ALL to sid.
 // Nobody else, not even Administrators or SYSTEM, may open it.
 func PipeSDDL(sid string) (string, error) {
-	if !sidForm().MatchString(sid) {
+	if !ValidSID(sid) {
 		return "", errs.New(errs.Internal, "%q is not a SID string", sid)
 	}
 	return "D:P(A;;GA;;;" + sid + ")", nil

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"testing"
 )
@@ -98,4 +99,30 @@ func TestBindAndDialUnixSpec(t *testing.T) {
 	if b, _ := io.ReadAll(c); string(b) != "ok" {
 		t.Fatalf("read %q", b)
 	}
+}
+
+// FuzzValidSID and FuzzValidPipePart: the checks are the patterns they
+// replaced.
+func FuzzValidSID(f *testing.F) {
+	re := regexp.MustCompile(`^S-1-[0-9]+(-[0-9]+)+$`)
+	for _, s := range []string{"", "S-1-5", "S-1-5-18", "S-1-5-21-3623811015-3361044348-30300820-1013", "S-1--5", "S-1-5-", "S-1-5--1", "s-1-5-18", "S-2-5-18", "S-1-5-1a", "S-1-５-18", "WD"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, sid string) {
+		if got, want := ValidSID(sid), re.MatchString(sid); got != want {
+			t.Errorf("ValidSID(%q) = %v, the pattern says %v", sid, got, want)
+		}
+	})
+}
+
+func FuzzValidPipePart(f *testing.F) {
+	re := regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+	for _, s := range []string{"", "-", "a", "manager", "abcdef234567", "a-b", "a--b", "-a", "a-", "A", "a_b", "a.b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := validPipePart(s), re.MatchString(s); got != want {
+			t.Errorf("validPipePart(%q) = %v, the pattern says %v", s, got, want)
+		}
+	})
 }

@@ -135,6 +135,13 @@ func ResolveWith(getenv func(string) string, home, database string) (*Layout, er
 	return l, nil
 }
 
+// ValidDatabaseID reports whether id has the form of a database id
+// (lowercase letters and digits, as DatabaseID makes): what the unit
+// generators check before they put one in a file name or label.
+func ValidDatabaseID(id string) bool {
+	return id != "" && strings.IndexFunc(id, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') }) < 0
+}
+
 // DatabaseID is a short, filesystem-safe hash of the absolute database path.
 func DatabaseID(absPath string) string {
 	sum := sha256.Sum256([]byte(absPath))

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -453,10 +451,13 @@ func (a *app) waitDaemonGone(ctx context.Context, pid int) (daemonStatus, error)
 	}
 }
 
-// agentdLine matches the service log's records of agentd and the
-// supervisor's records about it (compiled on first use, not at every
-// command's start).
-var agentdLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^| )(service|child)=agentd( |$)`) })
+// agentdLine reports whether l is one of the service log's records of
+// agentd or of the supervisor's records about it: a space-separated
+// service=agentd or child=agentd.
+func agentdLine(l string) bool {
+	l = " " + l + " "
+	return strings.Contains(l, " service=agentd ") || strings.Contains(l, " child=agentd ")
+}
 
 // agentdLogs returns the last n log lines about agentd, oldest first.
 func agentdLogs(path string, n int) ([]string, error) {
@@ -471,7 +472,7 @@ func agentdLogs(path string, n int) ([]string, error) {
 		}
 		var got []string
 		for _, l := range lines {
-			if agentdLine().MatchString(l) {
+			if agentdLine(l) {
 				got = append(got, l)
 			}
 		}

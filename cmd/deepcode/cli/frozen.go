@@ -8,11 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/deepcode-dev/deepcode/shared/buildinfo"
 	"github.com/deepcode-dev/deepcode/shared/errs"
@@ -170,9 +168,16 @@ func hashFile(path string) (string, int64, error) {
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
-// unsafeVersion: characters kept out of a runtime folder name (compiled on
-// first use, not at every command's start).
-var unsafeVersion = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9._+-]`) })
+// folderSafe replaces the characters kept out of a runtime folder name
+// (all but A-Z a-z 0-9 . _ + -) with "_".
+func folderSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._+-", r) {
+			return r
+		}
+		return '_'
+	}, s)
+}
 
 // prepareRuntime returns the copy of src's binaries, making it if needed.
 func prepareRuntime(root, src string) (string, error) {
@@ -180,7 +185,7 @@ func prepareRuntime(root, src string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	version := unsafeVersion().ReplaceAllString(m.Version, "_")
+	version := folderSafe(m.Version)
 	if len(version) > 40 {
 		version = version[:40]
 	}
