@@ -29,19 +29,33 @@ import (
 // as the gateway's is (its answer comes from a third: agentd). The same
 // reads sent straight to agentd's socket show how much of the gateway's
 // figure is agentd's own ("agentd"), and what the gateway adds to it.
+// "relayproc" is a bare relay process (one goroutine per connection, no
+// JSON-RPC) in front of an echo process on a Unix socket: the transport's
+// floor for the gateway's two hops.
+// "floor" is the same path through the gateway to an agentd that does no
+// work (the test service answering thread/read with the same bytes from
+// memory): what a read through the gateway costs at the least.
 func BenchmarkGatewayThreadRead(b *testing.B) {
 	in := clienttest.Start(b)
+	floorIn := clienttest.StartIn(b, testkit.NewEnv(b, testkit.BinariesWithFake(b)))
 	setup := mustBiz(b, in)
 	thread := setup.thread()
 	turn := setup.startTurn(thread, "m1", "say a few words for the thread to read back")
 	setup.waitTurn(thread, turn.ID, agentd.StatusCompleted)
 	var sample json.RawMessage
 	setup.must(api.MethodThreadRead, map[string]any{"threadId": thread}, &sample)
-	echoAddrs := map[string]string{"echo": testkit.StartEcho(b, "tcp"), "echoproc": testkit.StartEchoProcess(b, "tcp")}
+	echoAddrs := map[string]string{"echo": testkit.StartEcho(b, "tcp"), "echoproc": testkit.StartEchoProcess(b, "tcp"),
+		"relayproc": testkit.StartRelayProcess(b, "tcp", "unix", testkit.StartEchoProcess(b, "unix"))}
 	payload, err := rpc.Encode(&rpc.Message{ID: ptrID(rpc.NumberID(1)), Result: sample})
 	if err != nil {
 		b.Fatal(err)
 	}
+	fake, err := dialRPC(b, rpc.DialOptions{Network: "unix", Address: floorIn.Layout.Socket(paths.AgentdSocket), Path: "/rpc"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fake.must("test/reply", map[string]any{"reply": sample}, nil)
+	fake.close()
 	perConn := max(b.N, 400)
 	for _, n := range []int{1, 8, 32} {
 		conns := []*biz{setup}
@@ -75,7 +89,7 @@ func BenchmarkGatewayThreadRead(b *testing.B) {
 				b.Error(err)
 			}
 		})
-		for _, name := range []string{"echo", "echoproc"} {
+		for _, name := range []string{"echo", "echoproc", "relayproc"} {
 			echoes := make([]*rpc.WSConn, n)
 			for i := range echoes {
 				c, err := rpc.Dial(context.Background(), rpc.DialOptions{Network: "tcp", Address: echoAddrs[name], Path: "/"})
@@ -123,6 +137,22 @@ func BenchmarkGatewayThreadRead(b *testing.B) {
 		for _, c := range direct {
 			c.close()
 		}
+		floorConns := make([]*biz, n)
+		for i := range floorConns {
+			floorConns[i] = bizWhenFree(b, floorIn)
+		}
+		floor := run(func(i int) {
+			var got json.RawMessage
+			if err := floorConns[i].call(api.MethodThreadRead, map[string]any{"threadId": thread}, &got); err != nil {
+				b.Error(err)
+			} else if len(got) != len(sample) {
+				b.Errorf("the test service answered %d bytes, not the %d of the real read", len(got), len(sample))
+			}
+		})
+		for _, c := range floorConns {
+			c.close()
+		}
+		b.ReportMetric(testkit.Percentile(floor, 50), fmt.Sprintf("µs-p50-floor-%dconn", n))
 		ap50 := testkit.Percentile(atAgentd, 50)
 		b.ReportMetric(ap50, fmt.Sprintf("µs-p50-agentd-%dconn", n))
 		b.ReportMetric(testkit.Percentile(gw, 50)-ap50, fmt.Sprintf("µs-p50-gateway-adds-%dconn", n))

@@ -67,12 +67,54 @@ func EchoHandler() http.Handler {
 	})
 }
 
+// RelayHandler upgrades to a WebSocket, connects to the WebSocket server
+// at network and address, and relays every message there and the answer
+// back, one at a time, on the connection's goroutine.
+func RelayHandler(network, address string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		backend, err := rpc.Dial(r.Context(), rpc.DialOptions{Network: network, Address: address, Path: "/"})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer backend.Close(rpc.CloseNormal, "")
+		conn, err := rpc.Upgrade(w, r, rpc.ConnOptions{})
+		if err != nil {
+			return
+		}
+		defer conn.Close(rpc.CloseNormal, "")
+		for {
+			m, err := conn.ReadMessage()
+			if err != nil || backend.WriteMessages([][]byte{m}) != nil {
+				return
+			}
+			if m, err = backend.ReadMessage(); err != nil || conn.WriteMessages([][]byte{m}) != nil {
+				return
+			}
+		}
+	})
+}
+
 // StartEchoProcess is StartEcho with the server in a process of its own
 // (shared/testkit/echoserver): the transport's round trip between two
 // processes, the fair floor for a service that answers from another
 // process (each side's wakeups are then a scheduler's cross-process
 // hand-off, not a goroutine's).
 func StartEchoProcess(tb testing.TB, network string) string {
+	tb.Helper()
+	return startEchoServer(tb, network)
+}
+
+// StartRelayProcess starts the echo server's bare relay in a process of its
+// own, listening on network, in front of the server at backendNetwork and
+// backendAddr, and returns its address: the least any service that forwards
+// each message to another process, and its answer back, can cost.
+func StartRelayProcess(tb testing.TB, network, backendNetwork, backendAddr string) string {
+	tb.Helper()
+	return startEchoServer(tb, network, "relay", backendNetwork, backendAddr)
+}
+
+func startEchoServer(tb testing.TB, network string, extra ...string) string {
 	tb.Helper()
 	dir, err := os.MkdirTemp("", "dcecho-")
 	if err != nil {
@@ -84,7 +126,7 @@ func StartEchoProcess(tb testing.TB, network string) string {
 	if network == "unix" {
 		addr = filepath.Join(dir, "echo.sock")
 	}
-	cmd := exec.Command(bin, network, addr)
+	cmd := exec.Command(bin, append([]string{network, addr}, extra...)...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

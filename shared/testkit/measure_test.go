@@ -15,6 +15,9 @@ func TestEchoServers(t *testing.T) {
 	for _, network := range []string{"unix", "tcp"} {
 		for name, start := range map[string]func(testing.TB, string) string{
 			"in-process": testkit.StartEcho, "own-process": testkit.StartEchoProcess,
+			"relay": func(tb testing.TB, network string) string {
+				return testkit.StartRelayProcess(tb, network, "unix", testkit.StartEchoProcess(tb, "unix"))
+			},
 		} {
 			t.Run(network+"/"+name, func(t *testing.T) {
 				addr := start(t, network)

@@ -6,11 +6,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"sync"
 	"time"
 
 	"github.com/deepcode-dev/deepcode/shared/activation"
+	"github.com/deepcode-dev/deepcode/shared/buildinfo"
 	"github.com/deepcode-dev/deepcode/shared/config"
 	"github.com/deepcode-dev/deepcode/shared/paths"
 	"github.com/deepcode-dev/deepcode/shared/rpc"
@@ -32,6 +34,10 @@ type state struct {
 	mu        sync.Mutex
 	activity  service.Activity
 	cancelled int
+	// reply is what thread/read answers, set by test/reply: the gateway's
+	// benchmark measures with it the path to agentd and back when agentd
+	// does no work at all.
+	reply json.RawMessage
 }
 
 func setup(_ context.Context, svc *service.Service) error {
@@ -65,6 +71,25 @@ func setup(_ context.Context, svc *service.Service) error {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		return map[string]any{"pid": os.Getpid(), "draining": svc.Draining(), "cancelled": st.cancelled, "activity": st.activity, "instanceId": svc.InstanceID()}, nil
+	}))
+	// The gateway's notification link initializes before it listens.
+	svc.RPC.Handle("initialize", rpc.Method(func(context.Context, json.RawMessage) (map[string]any, error) {
+		return map[string]any{"protocolVersion": buildinfo.ProtocolVersion}, nil
+	}))
+	svc.RPC.Handle("test/reply", rpc.Method(func(_ context.Context, p struct {
+		Reply json.RawMessage `json:"reply"`
+	}) (bool, error) {
+		st.mu.Lock()
+		st.reply = p.Reply
+		st.mu.Unlock()
+		return true, nil
+	}))
+	svc.RPC.Handle("thread/read", rpc.Method(func(context.Context, struct {
+		ThreadID string `json:"threadId"`
+	}) (json.RawMessage, error) {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.reply, nil
 	}))
 	svc.RPC.Handle("test/sleep", rpc.Method(func(ctx context.Context, p struct {
 		Ms int `json:"ms"`
