@@ -43,18 +43,7 @@ func rawSpawn(b *testing.B, env *testkit.Env) {
 // program that prints one line and exits. On a virtual machine where a page
 // fault is expensive, this floor alone can be a large part of a goal.
 func emptySpawn(b *testing.B) {
-	dir := b.TempDir()
-	src := filepath.Join(dir, "main.go")
-	if err := os.WriteFile(src, []byte("package main\n\nimport \"os\"\n\nfunc main() { os.Stdout.WriteString(\"dev\\n\") }\n"), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	bin := filepath.Join(dir, "empty")
-	build := exec.Command("go", "build", "-o", bin, src)
-	build.Dir = dir
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GO111MODULE=off")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildProgram(b, "package main\n\nimport \"os\"\n\nfunc main() { os.Stdout.WriteString(\"dev\\n\") }\n")
 	var ds []time.Duration
 	for i := 0; i < 20; i++ {
 		t0 := time.Now()
@@ -64,6 +53,114 @@ func emptySpawn(b *testing.B) {
 		ds = append(ds, time.Since(t0))
 	}
 	reportPercentiles(b, ds, "empty-go-spawn")
+}
+
+// buildProgram builds a one-file Go program, static and stripped as `make
+// build` builds deepcode's, and returns the executable's path.
+func buildProgram(b *testing.B, source string) string {
+	dir := b.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte(source), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	bin := filepath.Join(dir, "program")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, src)
+	build.Dir = dir
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GO111MODULE=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// bareStatusSource is the least a program can do to answer `service
+// status`: read instance.json and the token, send one authenticated status
+// request to manager.sock, print the answer. No flags, no configuration, no
+// HMAC challenge, no error handling beyond a panic.
+const bareStatusSource = `package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/textproto"
+	"os"
+	"strconv"
+	"strings"
+)
+
+func main() {
+	b, err := os.ReadFile(os.Args[1])
+	if err != nil {
+		panic(err)
+	}
+	var inst struct {
+		InstanceID string            ` + "`json:\"instanceId\"`" + `
+		Sockets    map[string]string ` + "`json:\"sockets\"`" + `
+	}
+	if err := json.Unmarshal(b, &inst); err != nil {
+		panic(err)
+	}
+	token, err := os.ReadFile(os.Args[2])
+	if err != nil {
+		panic(err)
+	}
+	c, err := net.Dial("unix", inst.Sockets["manager"])
+	if err != nil {
+		panic(err)
+	}
+	body := ` + "`" + `{"jsonrpc":"2.0","id":1,"method":"status"}` + "`" + `
+	fmt.Fprintf(c, "POST /control/rpc HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAuthorization: Bearer %s\r\nX-DeepCode-Instance: %s\r\nContent-Length: %d\r\n\r\n%s",
+		strings.TrimSpace(string(token)), inst.InstanceID, len(body), body)
+	r := bufio.NewReader(c)
+	tp := textproto.NewReader(r)
+	if _, err := tp.ReadLine(); err != nil {
+		panic(err)
+	}
+	h, err := tp.ReadMIMEHeader()
+	if err != nil {
+		panic(err)
+	}
+	n, _ := strconv.Atoi(h.Get("Content-Length"))
+	out := make([]byte, n)
+	if _, err := io.ReadFull(r, out); err != nil {
+		panic(err)
+	}
+	var answer struct {
+		Result map[string]any ` + "`json:\"result\"`" + `
+	}
+	if err := json.Unmarshal(out, &answer); err != nil || answer.Result == nil {
+		panic(string(out))
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(answer.Result)
+}
+`
+
+// bareStatusSpawn measures bareStatusSource against the running instance:
+// the floor of the status goal on this machine, for any program written in
+// Go.
+func bareStatusSpawn(b *testing.B, env *testkit.Env) {
+	bin := buildProgram(b, bareStatusSource)
+	l := env.Layout("")
+	var ds []time.Duration
+	for i := 0; i < 50; i++ {
+		var out bytes.Buffer
+		cmd := exec.Command(bin, l.InstanceJSON(), l.Token())
+		cmd.Stdout, cmd.Stderr = &out, &out
+		t0 := time.Now()
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("bare status client: %v\n%s", err, out.Bytes())
+		}
+		ds = append(ds, time.Since(t0))
+		if !bytes.Contains(out.Bytes(), []byte(`"instanceId"`)) {
+			b.Fatalf("bare status client printed no status: %s", out.Bytes())
+		}
+	}
+	reportPercentiles(b, ds, "bare-status-spawn")
 }
 
 // BenchmarkServiceStart: `deepcode service start` from nothing running to
@@ -85,7 +182,10 @@ func BenchmarkServiceStart(b *testing.B) {
 }
 
 // BenchmarkServiceStatus: `deepcode service status --json` against a
-// running instance. Goal: median ≤ 10 ms.
+// running instance. Goal: median ≤ 10 ms. In the same run: the deepcode
+// binary's start alone (raw-spawn), a Go program that does nothing
+// (empty-go-spawn), and one that does nothing but the status exchange
+// (bare-status-spawn).
 func BenchmarkServiceStatus(b *testing.B) {
 	env := testkit.NewEnv(b, testkit.Binaries(b))
 	env.MustRun("service", "start", "--port", "0")
@@ -99,6 +199,7 @@ func BenchmarkServiceStatus(b *testing.B) {
 	}
 	reportPercentiles(b, ds, "status")
 	rawSpawn(b, env)
+	bareStatusSpawn(b, env)
 }
 
 // BenchmarkIdle: resident memory of all the instance's processes together
