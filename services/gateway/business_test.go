@@ -309,12 +309,29 @@ func TestBusinessDisconnectKeepsWork(t *testing.T) {
 	if err := conn.WriteMessages(frames); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.ReadMessage(); err != nil { // initialize's answer: the enqueue is being handled
+	if _, err := conn.ReadMessage(); err != nil { // initialize's answer
 		t.Fatal(err)
+	}
+	// A request the connection has not started serving when it drops is
+	// dropped with it (never admitted; the client resends it under the
+	// same message id). The socket is dropped once the enqueue is admitted:
+	// agentd shows its turn, and its answer is never read.
+	d := mustBiz(t, in)
+	for admitted := time.Now().Add(30 * time.Second); ; {
+		var res struct {
+			Turns []agentd.Turn `json:"turns"`
+		}
+		d.must(api.MethodThreadRead, map[string]any{"threadId": thread}, &res)
+		if slices.ContainsFunc(res.Turns, func(t agentd.Turn) bool { return t.MessageID == "msg-2" }) {
+			break
+		}
+		if time.Now().After(admitted) {
+			t.Fatalf("the enqueue was not admitted: %+v", res.Turns)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	_ = conn.NetConn().Close()
 
-	d := mustBiz(t, in)
 	done := d.waitTurn(thread, turn.ID, agentd.StatusCompleted)
 	if !strings.Contains(done.Response, "outlived the client") {
 		t.Fatalf("response %q", done.Response)
