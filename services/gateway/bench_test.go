@@ -84,11 +84,23 @@ func BenchmarkGatewayThreadRead(b *testing.B) {
 			wg.Wait()
 			return all
 		}
-		gw := run(func(i int) {
-			if err := conns[i].call(api.MethodThreadRead, map[string]any{"threadId": thread}, nil); err != nil {
-				b.Error(err)
+		// reads runs the thread/read round trips on cs, checking that each
+		// answer is as long as the real one, then closes cs[skip:].
+		reads := func(cs []*biz, skip int) []time.Duration {
+			ds := run(func(i int) {
+				var got json.RawMessage
+				if err := cs[i].call(api.MethodThreadRead, map[string]any{"threadId": thread}, &got); err != nil {
+					b.Error(err)
+				} else if len(got) != len(sample) {
+					b.Errorf("thread/read answered %d bytes, not the %d of the real read", len(got), len(sample))
+				}
+			})
+			for _, c := range cs[skip:] {
+				c.close()
 			}
-		})
+			return ds
+		}
+		gw := reads(conns, len(conns)) // closed after the echoes
 		for _, name := range []string{"echo", "echoproc", "relayproc"} {
 			echoes := make([]*rpc.WSConn, n)
 			for i := range echoes {
@@ -129,29 +141,12 @@ func BenchmarkGatewayThreadRead(b *testing.B) {
 			c.must(api.MethodInitialize, initParams(buildinfo.ProtocolVersion), nil)
 			direct[i] = c
 		}
-		atAgentd := run(func(i int) {
-			if err := direct[i].call(api.MethodThreadRead, map[string]any{"threadId": thread}, nil); err != nil {
-				b.Error(err)
-			}
-		})
-		for _, c := range direct {
-			c.close()
-		}
+		atAgentd := reads(direct, 0)
 		floorConns := make([]*biz, n)
 		for i := range floorConns {
 			floorConns[i] = bizWhenFree(b, floorIn)
 		}
-		floor := run(func(i int) {
-			var got json.RawMessage
-			if err := floorConns[i].call(api.MethodThreadRead, map[string]any{"threadId": thread}, &got); err != nil {
-				b.Error(err)
-			} else if len(got) != len(sample) {
-				b.Errorf("the test service answered %d bytes, not the %d of the real read", len(got), len(sample))
-			}
-		})
-		for _, c := range floorConns {
-			c.close()
-		}
+		floor := reads(floorConns, 0)
 		b.ReportMetric(testkit.Percentile(floor, 50), fmt.Sprintf("µs-p50-floor-%dconn", n))
 		ap50 := testkit.Percentile(atAgentd, 50)
 		b.ReportMetric(ap50, fmt.Sprintf("µs-p50-agentd-%dconn", n))

@@ -317,50 +317,39 @@ func TestBusinessDisconnectKeepsWork(t *testing.T) {
 	// same message id). The socket is dropped once the enqueue is admitted:
 	// agentd shows its turn, and its answer is never read.
 	d := mustBiz(t, in)
-	for admitted := time.Now().Add(30 * time.Second); ; {
-		var res struct {
-			Turns []agentd.Turn `json:"turns"`
-		}
-		d.must(api.MethodThreadRead, map[string]any{"threadId": thread}, &res)
-		if slices.ContainsFunc(res.Turns, func(t agentd.Turn) bool { return t.MessageID == "msg-2" }) {
-			break
-		}
-		if time.Now().After(admitted) {
-			t.Fatalf("the enqueue was not admitted: %+v", res.Turns)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	d.waitMessageTurn(thread, "msg-2", "the enqueue was not admitted", func(*agentd.Turn) bool { return true })
 	_ = conn.NetConn().Close()
 
 	done := d.waitTurn(thread, turn.ID, agentd.StatusCompleted)
 	if !strings.Contains(done.Response, "outlived the client") {
 		t.Fatalf("response %q", done.Response)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var res struct {
-			Turns []agentd.Turn `json:"turns"`
-		}
-		d.must(api.MethodThreadRead, map[string]any{"threadId": thread}, &res)
-		var second *agentd.Turn
-		for i := range res.Turns {
-			if res.Turns[i].MessageID == "msg-2" {
-				second = &res.Turns[i]
-			}
-		}
-		if second != nil && second.Status == agentd.StatusCompleted {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the enqueue sent on the lost socket did not run: %+v", res.Turns)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	d.waitMessageTurn(thread, "msg-2", "the enqueue sent on the lost socket did not run",
+		func(t *agentd.Turn) bool { return t.Status == agentd.StatusCompleted })
 	// Sending it again is recognised as the same message, not run twice.
 	var again agentd.TurnSubmitResult
 	d.must(api.MethodTurnEnqueue, map[string]any{"threadId": thread, "messageId": "msg-2", "input": map[string]any{"text": "say queued by a lost socket"}}, &again)
 	if !again.Duplicate {
 		t.Fatalf("resending msg-2: %+v, want duplicate", again)
+	}
+}
+
+// waitMessageTurn polls thread/read until the thread's turn for messageID
+// exists and satisfies ok; it fails the test with what after 30 s.
+func (c *biz) waitMessageTurn(thread, messageID, what string, ok func(*agentd.Turn) bool) {
+	c.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var res struct {
+			Turns []agentd.Turn `json:"turns"`
+		}
+		c.must(api.MethodThreadRead, map[string]any{"threadId": thread}, &res)
+		if i := slices.IndexFunc(res.Turns, func(t agentd.Turn) bool { return t.MessageID == messageID }); i >= 0 && ok(&res.Turns[i]) {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s: %+v", what, res.Turns)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -43,7 +43,7 @@ func rawSpawn(b *testing.B, env *testkit.Env) {
 // program that prints one line and exits. On a virtual machine where a page
 // fault is expensive, this floor alone can be a large part of a goal.
 func emptySpawn(b *testing.B) {
-	bin := buildProgram(b, "package main\n\nimport \"os\"\n\nfunc main() { os.Stdout.WriteString(\"dev\\n\") }\n")
+	bin := buildProgram(b, "empty")
 	var ds []time.Duration
 	for i := 0; i < 20; i++ {
 		t0 := time.Now()
@@ -55,15 +55,16 @@ func emptySpawn(b *testing.B) {
 	reportPercentiles(b, ds, "empty-go-spawn")
 }
 
-// buildProgram builds a one-file Go program, static and stripped as `make
-// build` builds deepcode's, and returns the executable's path.
-func buildProgram(b *testing.B, source string) string {
-	dir := b.TempDir()
-	src := filepath.Join(dir, "main.go")
-	if err := os.WriteFile(src, []byte(source), 0o600); err != nil {
+// buildProgram builds testdata/<name>/main.go (standard library only),
+// static and stripped as `make build` builds deepcode's, and returns the
+// executable's path.
+func buildProgram(b *testing.B, name string) string {
+	src, err := filepath.Abs(filepath.Join("testdata", name, "main.go"))
+	if err != nil {
 		b.Fatal(err)
 	}
-	bin := filepath.Join(dir, "program")
+	dir := b.TempDir()
+	bin := filepath.Join(dir, name)
 	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, src)
 	build.Dir = dir
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GO111MODULE=off")
@@ -73,78 +74,11 @@ func buildProgram(b *testing.B, source string) string {
 	return bin
 }
 
-// bareStatusSource is the least a program can do to answer `service
-// status`: read instance.json and the token, send one authenticated status
-// request to manager.sock, print the answer. No flags, no configuration, no
-// HMAC challenge, no error handling beyond a panic.
-const bareStatusSource = `package main
-
-import (
-	"bufio"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net"
-	"net/textproto"
-	"os"
-	"strconv"
-	"strings"
-)
-
-func main() {
-	b, err := os.ReadFile(os.Args[1])
-	if err != nil {
-		panic(err)
-	}
-	var inst struct {
-		InstanceID string            ` + "`json:\"instanceId\"`" + `
-		Sockets    map[string]string ` + "`json:\"sockets\"`" + `
-	}
-	if err := json.Unmarshal(b, &inst); err != nil {
-		panic(err)
-	}
-	token, err := os.ReadFile(os.Args[2])
-	if err != nil {
-		panic(err)
-	}
-	c, err := net.Dial("unix", inst.Sockets["manager"])
-	if err != nil {
-		panic(err)
-	}
-	body := ` + "`" + `{"jsonrpc":"2.0","id":1,"method":"status"}` + "`" + `
-	fmt.Fprintf(c, "POST /control/rpc HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAuthorization: Bearer %s\r\nX-DeepCode-Instance: %s\r\nContent-Length: %d\r\n\r\n%s",
-		strings.TrimSpace(string(token)), inst.InstanceID, len(body), body)
-	r := bufio.NewReader(c)
-	tp := textproto.NewReader(r)
-	if _, err := tp.ReadLine(); err != nil {
-		panic(err)
-	}
-	h, err := tp.ReadMIMEHeader()
-	if err != nil {
-		panic(err)
-	}
-	n, _ := strconv.Atoi(h.Get("Content-Length"))
-	out := make([]byte, n)
-	if _, err := io.ReadFull(r, out); err != nil {
-		panic(err)
-	}
-	var answer struct {
-		Result map[string]any ` + "`json:\"result\"`" + `
-	}
-	if err := json.Unmarshal(out, &answer); err != nil || answer.Result == nil {
-		panic(string(out))
-	}
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(answer.Result)
-}
-`
-
-// bareStatusSpawn measures bareStatusSource against the running instance:
+// bareStatusSpawn measures testdata/barestatus against the running instance:
 // the floor of the status goal on this machine, for any program written in
 // Go.
 func bareStatusSpawn(b *testing.B, env *testkit.Env) {
-	bin := buildProgram(b, bareStatusSource)
+	bin := buildProgram(b, "barestatus")
 	l := env.Layout("")
 	var ds []time.Duration
 	for i := 0; i < 50; i++ {
