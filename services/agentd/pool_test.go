@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -76,17 +78,25 @@ func stateDir(t testing.TB) string {
 // <p> (ask), <p>-auto, <p>-deny and <p>-missing (binary absent).
 func runtimeProfiles(t testing.TB, provider, bin, baseURL, credFile, state string) string {
 	t.Helper()
+	// HOME is the runtime's own too: the CLIs run commands in login
+	// shells, which would otherwise read this machine's dotfiles (a
+	// pyenv init there waits 60 s for a lock that a runtime killed by an
+	// earlier test left behind).
+	home := filepath.Join(state, "user")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	var extra string
 	switch provider {
 	case "codex":
-		extra = fmt.Sprintf("env = { CODEX_HOME = %q }\n", state)
+		extra = fmt.Sprintf("env = { HOME = %q, CODEX_HOME = %q }\n", home, state)
 	case "claude":
 		// Claude retries a 429 ten times with backoff (minutes); one
 		// retry keeps the rate-limit test short.
-		extra = fmt.Sprintf("env = { CLAUDE_CONFIG_DIR = %q, CLAUDE_CODE_MAX_RETRIES = \"1\" }\n", state)
+		extra = fmt.Sprintf("env = { HOME = %q, CLAUDE_CONFIG_DIR = %q, CLAUDE_CODE_MAX_RETRIES = \"1\" }\n", home, state)
 	case "opencode":
-		extra = fmt.Sprintf("env = { XDG_DATA_HOME = %q, XDG_CONFIG_HOME = %q, XDG_CACHE_HOME = %q, XDG_STATE_HOME = %q }\n",
-			filepath.Join(state, "data"), filepath.Join(state, "config"), filepath.Join(state, "cache"), filepath.Join(state, "state"))
+		extra = fmt.Sprintf("env = { HOME = %q, XDG_DATA_HOME = %q, XDG_CONFIG_HOME = %q, XDG_CACHE_HOME = %q, XDG_STATE_HOME = %q }\n",
+			home, filepath.Join(state, "data"), filepath.Join(state, "config"), filepath.Join(state, "cache"), filepath.Join(state, "state"))
 	}
 	var b strings.Builder
 	for _, v := range []struct{ suffix, policy, bin string }{{"", "ask", bin}, {"-auto", "auto", bin}, {"-deny", "never", bin}, {"-missing", "ask", "/nonexistent/deepcode-test/" + provider}} {
@@ -97,8 +107,9 @@ func runtimeProfiles(t testing.TB, provider, bin, baseURL, credFile, state strin
 }
 
 // startRuntimeRig starts a fake model server and an instance whose
-// profiles use the provider's real CLI.
-func startRuntimeRig(t *testing.T, provider string) *runtimeRig {
+// profiles use the provider's real CLI; agentdSettings are more lines of
+// its [agentd] section.
+func startRuntimeRig(t *testing.T, provider string, agentdSettings ...string) *runtimeRig {
 	t.Helper()
 	bin := agentBinary(t, provider)
 	model, err := fakemodel.Start()
@@ -122,17 +133,29 @@ func startRuntimeRig(t *testing.T, provider string) *runtimeRig {
 stop_timeout = "20s"
 
 [agentd]
-runtime_idle_timeout = "10m"
-` + runtimeProfiles(t, provider, bin, base, credFile, filepath.Join(state, "home"))
+` + agentdSection(agentdSettings) + runtimeProfiles(t, provider, bin, base, credFile, filepath.Join(state, "home"))
 	tmp := t.TempDir()
 	env := startWith(t, cfg, "TMPDIR="+tmp)
 	t.Cleanup(func() {
-		// The credential never reaches the log.
-		if b, err := os.ReadFile(env.Layout("").ServiceLog()); err == nil && strings.Contains(string(b), secret) {
-			t.Errorf("service.log holds the credential")
+		// The credential never reaches the log, nor the database that
+		// holds every event, item, turn error and approval.
+		l := env.Layout("")
+		for _, f := range []string{l.ServiceLog(), l.Database, l.Database + "-wal"} {
+			if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), secret) {
+				t.Errorf("%s holds the credential", f)
+			}
 		}
 	})
 	return &runtimeRig{env: env, model: model, provider: provider, secret: secret, tmp: tmp}
+}
+
+// agentdSection is the lines of the rigs' [agentd] section: settings, and
+// a long runtime idle period unless they set one.
+func agentdSection(settings []string) string {
+	if !slices.ContainsFunc(settings, func(l string) bool { return strings.HasPrefix(l, "runtime_idle_timeout") }) {
+		settings = append(settings, `runtime_idle_timeout = "10m"`)
+	}
+	return strings.Join(settings, "\n") + "\n"
 }
 
 // runtimePIDs are the live processes of the provider's runtime in rig.
@@ -215,14 +238,23 @@ func runtimeSuite(t *testing.T, provider string) *runtimeRig {
 
 	t.Run("approval answered by another client", func(t *testing.T) {
 		ws := t.TempDir()
-		th := c.newThreadIn(ws, p)
-		turn := c.start(th.ID, "shell echo approved > marker.txt\nsay command done")
-		a := c.waitApproval(th.ID)
+		// The client that starts the turn goes away: the approval stays
+		// pending for every other client.
+		starter := dial(t, env)
+		th := starter.newThreadIn(ws, p)
+		turn := starter.start(th.ID, "shell echo approved > marker.txt\nsay command done")
+		a := starter.waitApproval(th.ID)
 		if !strings.Contains(a.Summary+string(a.Details), "marker.txt") {
 			t.Fatalf("approval %+v %s", a, a.Details)
 		}
+		starter.close()
 		c.waitTurn(th.ID, turn.ID, agentd.StatusWaitingApproval)
 		c2 := dial(t, env)
+		var list approvalsResult
+		c2.must("approval/list", map[string]string{"threadId": th.ID}, &list)
+		if len(list.Approvals) != 1 || list.Approvals[0].ID != a.ID || list.Approvals[0].Status != "pending" {
+			t.Fatalf("approvals after the starting client left: %+v", list)
+		}
 		c2.must("approval/respond", respond(a.ID, a.Revision, "approve"), nil)
 		done := c.waitEnded(th.ID, turn.ID)
 		if done.Turn.Status != agentd.StatusCompleted || done.Turn.Response != "command done" {
@@ -231,8 +263,101 @@ func runtimeSuite(t *testing.T, provider string) *runtimeRig {
 		if b, err := os.ReadFile(filepath.Join(ws, "marker.txt")); err != nil || strings.TrimSpace(string(b)) != "approved" {
 			t.Fatalf("the approved command did not run: %q %v", b, err)
 		}
-		if len(itemsOf(done.Items, agentd.KindCommandExecution)) == 0 {
+		cmds := itemsOf(done.Items, agentd.KindCommandExecution)
+		if len(cmds) == 0 {
 			t.Fatalf("no command item: %+v", done.Items)
+		}
+		var cmd agentd.CommandPayload
+		decode(t, cmds[0].Payload, &cmd)
+		if len(cmd.Command) == 0 || !strings.Contains(strings.Join(cmd.Command, " "), "marker.txt") {
+			t.Fatalf("command item %s", cmds[0].Payload)
+		}
+	})
+
+	t.Run("file change approved and recorded", func(t *testing.T) {
+		// The runtime's own file-editing tool (codex apply_patch, claude
+		// Write, opencode write): asked for in Ask mode, recorded as a
+		// fileChange item with its path.
+		for _, profile := range []string{p, p + "-auto"} {
+			ws := t.TempDir()
+			file := filepath.Join(ws, "notes-"+profile+".txt")
+			th := c.newThreadIn(ws, profile)
+			turn := c.start(th.ID, "write "+file+" written by the model\nsay file written")
+			if profile == p {
+				a := c.waitApproval(th.ID)
+				if a.Kind != agentd.KindFileChange {
+					t.Fatalf("%s: approval kind %q (%s), want %s", profile, a.Kind, a.Summary, agentd.KindFileChange)
+				}
+				if _, err := os.Stat(file); err == nil {
+					t.Fatalf("%s: the file was written before its approval", profile)
+				}
+				dial(t, env).must("approval/respond", respond(a.ID, a.Revision, "approve"), nil)
+			}
+			done := c.waitEnded(th.ID, turn.ID)
+			if done.Turn.Status != agentd.StatusCompleted || done.Turn.Response != "file written" {
+				t.Fatalf("%s: turn %+v %+v", profile, done.Turn, done.Turn.Error)
+			}
+			if b, err := os.ReadFile(file); err != nil || strings.TrimSpace(string(b)) != "written by the model" {
+				t.Fatalf("%s: file %q %v", profile, b, err)
+			}
+			changes := itemsOf(done.Items, agentd.KindFileChange)
+			if len(changes) != 1 || changes[0].Status != agentd.ItemCompleted {
+				t.Fatalf("%s: file change items %+v", profile, changes)
+			}
+			var fc agentd.FileChangesPayload
+			decode(t, changes[0].Payload, &fc)
+			if len(fc.Changes) != 1 || fc.Changes[0].Path != file || fc.Changes[0].Action != "add" {
+				t.Fatalf("%s: file change %s, want %s added", profile, changes[0].Payload, file)
+			}
+		}
+	})
+
+	t.Run("runtime killed mid-turn", func(t *testing.T) {
+		// The runtime (not agentd) dies during a turn: the turn fails
+		// with WORKER_CRASHED and the thread's next turn runs in a new
+		// runtime that resumes the provider session.
+		th := c.newThread(p)
+		// The thread's runtime is what its first turn started (the
+		// subtests run one at a time, and the pool closes runtimes but
+		// starts none of its own).
+		before := map[int]bool{}
+		for _, pid := range rig.runtimePIDs() {
+			before[pid] = true
+		}
+		first := c.start(th.ID, "say remember the word papaya")
+		if done := c.waitEnded(th.ID, first.ID); done.Turn.Status != agentd.StatusCompleted {
+			t.Fatalf("first turn: %+v %+v", done.Turn, done.Turn.Error)
+		}
+		var own []int
+		for _, pid := range rig.runtimePIDs() {
+			if !before[pid] {
+				own = append(own, pid)
+			}
+		}
+		if len(own) == 0 {
+			t.Fatal("the thread's first turn started no runtime")
+		}
+		turn := c.start(th.ID, "slow 1s\nsay a b c d e f g h i j k l m n o p")
+		c.waitEventWhere(th.ID, agentd.EventItemDelta, func(ev agentd.Event) bool { return strings.Contains(string(ev.Payload), turn.ID) })
+		for _, pid := range own {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		done := c.waitEnded(th.ID, turn.ID)
+		if done.Turn.Status != agentd.StatusFailed || done.Turn.Error == nil || done.Turn.Error.Code != errs.WorkerCrashed {
+			t.Fatalf("turn whose runtime was killed: %+v %+v", done.Turn, done.Turn.Error)
+		}
+		for _, it := range done.Items {
+			if it.Status != agentd.ItemCompleted && it.Status != agentd.ItemFailed {
+				t.Fatalf("item %s (%s) left %s by the crashed turn", it.ID, it.Kind, it.Status)
+			}
+		}
+		next := c.start(th.ID, "say back after the runtime died")
+		if done := c.waitEnded(th.ID, next.ID); done.Turn.Status != agentd.StatusCompleted || done.Turn.Response != "back after the runtime died" {
+			t.Fatalf("turn after the runtime died: %+v %+v", done.Turn, done.Turn.Error)
+		}
+		reqs := rig.model.Requests()
+		if last := reqs[len(reqs)-1]; !strings.Contains(last.Transcript, "papaya") {
+			t.Fatalf("the next turn's request lacks the session's first turn: %q", last.Transcript)
 		}
 	})
 
@@ -343,6 +468,33 @@ func runtimeSuite(t *testing.T, provider string) *runtimeRig {
 		}
 	})
 
+	t.Run("deepcode agents run and continue", func(t *testing.T) {
+		ws := t.TempDir()
+		var receipt struct{ ID, Status string }
+		env.MustRun("agents", "run", "--profile", p, "--workspace", ws, "--trust", "--json", "say the agent is called kiwi").JSON(t, &receipt)
+		show := func(want string) {
+			t.Helper()
+			var v struct {
+				ID, Status, Response string
+				Error                *struct{ Code, Message string }
+			}
+			testkit.WaitFor(t, 2*time.Minute, "the agent's turn to end", func() bool {
+				env.MustRun("agents", "show", receipt.ID, "--json").JSON(t, &v)
+				return v.Status == "completed" || v.Status == "error"
+			})
+			if v.ID != receipt.ID || v.Status != "completed" || v.Response != want {
+				t.Fatalf("deepcode agents show: %+v %+v", v, v.Error)
+			}
+		}
+		show("the agent is called kiwi")
+		env.MustRun("agents", "continue", receipt.ID, "--json", "say still kiwi")
+		show("still kiwi")
+		reqs := rig.model.Requests()
+		if last := reqs[len(reqs)-1]; !strings.Contains(last.Transcript, "called kiwi") {
+			t.Fatalf("the continued turn's request lacks the agent's first turn: %q", last.Transcript)
+		}
+	})
+
 	t.Run("deepcode exec without a terminal denies in Ask mode", func(t *testing.T) {
 		ws := t.TempDir()
 		cmd := env.Command(t.Context(), "deepcode", "exec", "--profile", p, "--workspace", ws, "--trust", "shell echo ran > marker.txt\nsay after the request")
@@ -358,4 +510,38 @@ func runtimeSuite(t *testing.T, provider string) *runtimeRig {
 		}
 	})
 	return rig
+}
+
+// TestWarmRuntimeKeepsAgentdAwake: a warm runtime is agentd activity. An
+// agentd that would exit after 1 s without work stays while its thread's
+// runtime is warm, and exits once the pool has closed it.
+func TestWarmRuntimeKeepsAgentdAwake(t *testing.T) {
+	const runtimeIdle = 8 * time.Second
+	rig := startRuntimeRig(t, "codex", `idle_timeout = "1s"`, fmt.Sprintf("runtime_idle_timeout = %q", runtimeIdle.String()))
+	c := dial(t, rig.env)
+	th := c.newThread("codex")
+	turn := c.start(th.ID, "say stay awake")
+	if done := c.waitEnded(th.ID, turn.ID); done.Turn.Status != agentd.StatusCompleted {
+		t.Fatalf("turn: %+v %+v", done.Turn, done.Turn.Error)
+	}
+	ended := time.Now()
+	pid := agentdPID(t, rig.env)
+	runtimes := rig.runtimePIDs()
+	c.close()
+	// Well past agentd's own idle period, well within the runtime's.
+	time.Sleep(3 * time.Second)
+	st := status(t, rig.env)
+	if time.Since(ended) < runtimeIdle {
+		if got := st.Services["agentd"]; got.PID != pid || !alive(pid) || got.Activity.Runtimes != 1 {
+			t.Fatalf("agentd with a warm runtime: %+v (was pid %d)", got, pid)
+		}
+	}
+	testkit.WaitFor(t, runtimeIdle+30*time.Second, "the idle runtime and then agentd to exit", func() bool {
+		for _, p := range append(runtimes, pid) {
+			if alive(p) {
+				return false
+			}
+		}
+		return true
+	})
 }

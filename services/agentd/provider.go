@@ -2,6 +2,8 @@ package agentd
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 
 	"github.com/deepcode-dev/deepcode/shared/config"
 	"github.com/deepcode-dev/deepcode/shared/errs"
@@ -55,4 +57,18 @@ func providerFor(p config.Profile) (Provider, error) {
 		return opencodeProvider{}, nil
 	}
 	return nil, errs.New(errs.ProviderUnavailable, "provider %q is not available in this build", p.Provider)
+}
+
+// newFileAction is what a tool that creates or replaces a whole file
+// (claude's Write, opencode's write) does to path, in the words codex uses
+// for its patches: "add" unless the file is already there. It is asked
+// before the tool runs.
+func newFileAction(path, workspace string) string {
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(workspace, path)
+	}
+	if _, err := os.Stat(path); err == nil {
+		return "update"
+	}
+	return "add"
 }

@@ -398,11 +398,20 @@ func (ct *claudeTurn) startTool(c claudeContent) {
 		tool.id = ct.t.Sink.StartItem(KindCommandExecution, tool.cmd)
 	case in.FilePath != "" && c.Name != "Read":
 		tool.kind = KindFileChange
-		action := map[string]string{"Write": "write", "Edit": "update", "MultiEdit": "update", "NotebookEdit": "update"}[c.Name]
-		tool.fc = FileChangesPayload{Changes: []FileChange{{Path: in.FilePath, Action: firstNonEmpty(action, "update")}}}
+		tool.fc = FileChangesPayload{Changes: []FileChange{{Path: in.FilePath, Action: claudeFileAction(c.Name, in.FilePath, ct.t.Workspace)}}}
 		tool.id = ct.t.Sink.StartItem(KindFileChange, tool.fc)
 	}
 	ct.tools[c.ID] = tool
+}
+
+// claudeFileAction is what a file tool does to path: Write creates or
+// replaces a file (newFileAction), the others change one. The tool use is
+// seen before the tool runs (Claude Code asks deepcode first).
+func claudeFileAction(tool, path, workspace string) string {
+	if tool != "Write" {
+		return "update"
+	}
+	return newFileAction(path, workspace)
 }
 
 func (ct *claudeTurn) endTool(c claudeContent) {

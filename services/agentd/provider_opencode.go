@@ -1175,10 +1175,15 @@ func (ot *opencodeTurn) tool(p ocPartInfo) {
 			pt.cmd = CommandPayload{Command: []string{in.Command}, Cwd: ot.t.Workspace}
 			pt.id = s.StartItem(KindCommandExecution, pt.cmd)
 		case KindFileChange:
-			action := map[string]string{"write": "add", "edit": "update"}[p.Tool]
 			pt.fc = FileChangesPayload{Changes: []FileChange{}}
 			if in.FilePath != "" {
-				pt.fc.Changes = append(pt.fc.Changes, FileChange{Path: in.FilePath, Action: firstNonEmpty(action, "update")})
+				// The part is shown before the tool runs: OpenCode asks
+				// deepcode for every edit first (permission "ask").
+				action := "update"
+				if p.Tool == "write" {
+					action = newFileAction(in.FilePath, ot.t.Workspace)
+				}
+				pt.fc.Changes = append(pt.fc.Changes, FileChange{Path: in.FilePath, Action: action})
 			}
 			pt.id = s.StartItem(KindFileChange, pt.fc)
 		}

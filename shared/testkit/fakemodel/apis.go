@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// toolName picks the shell tool a request offers: the first of prefer
+// toolName picks the tool a request offers: the first of prefer
 // that it lists, else the first of prefer.
 func toolName(tools []string, prefer ...string) string {
 	for _, p := range prefer {
@@ -35,8 +35,10 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var tools []string
+	customTools := map[string]bool{}
 	for _, t := range req.Tools {
 		tools = append(tools, t.Name)
+		customTools[t.Name] = t.Type == "custom"
 	}
 	var steps []step
 	var prompt, transcript string
@@ -87,25 +89,47 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 			"item": map[string]any{"type": "message", "id": msgID, "role": "assistant", "content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}}})
 		idx++
 	}
-	if p.shell != "" {
-		name := toolName(tools, "shell_command", "exec_command", "shell")
-		var args any
-		switch name {
-		case "exec_command":
-			args = map[string]any{"cmd": p.shell}
-		case "shell":
-			args = map[string]any{"command": []string{"bash", "-lc", p.shell}}
-		default:
-			args = map[string]any{"command": p.shell}
+	if p.call() {
+		item := map[string]any{"type": "function_call", "id": s.id("fc"), "call_id": s.id("call")}
+		item["name"], item["arguments"] = codexCall(tools, p)
+		if p.write != nil && customTools["apply_patch"] {
+			// The freeform apply_patch tool takes the patch itself.
+			delete(item, "arguments")
+			item["type"], item["name"], item["input"] = "custom_tool_call", "apply_patch", p.write.patch()
 		}
-		b, _ := json.Marshal(args)
-		item := map[string]any{"type": "function_call", "id": s.id("fc"), "call_id": s.id("call"), "name": name, "arguments": string(b)}
 		e.event("response.output_item.added", map[string]any{"type": "response.output_item.added", "output_index": idx, "item": item})
 		e.event("response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": idx, "item": item})
 	}
 	e.event("response.completed", map[string]any{"type": "response.completed", "response": map[string]any{"id": respID,
 		"usage": map[string]any{"input_tokens": inTokens, "input_tokens_details": map[string]any{"cached_tokens": 0},
 			"output_tokens": outTokens, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": inTokens + outTokens}}})
+}
+
+// codexCall is the function call (name, JSON arguments) that asks codex
+// for the plan's shell command or file write. Without an apply_patch tool
+// (codex offers none to a model it does not know) the write is an
+// apply_patch command, which codex intercepts and applies as a patch.
+func codexCall(tools []string, p plan) (string, string) {
+	if p.write != nil && slices.Contains(tools, "apply_patch") {
+		b, _ := json.Marshal(map[string]any{"input": p.write.patch()})
+		return "apply_patch", string(b)
+	}
+	command := p.shell
+	if p.write != nil {
+		command = "apply_patch <<'EOF'\n" + p.write.patch() + "EOF\n"
+	}
+	name := toolName(tools, "shell_command", "exec_command", "shell")
+	var args any
+	switch name {
+	case "exec_command":
+		args = map[string]any{"cmd": command}
+	case "shell":
+		args = map[string]any{"command": []string{"bash", "-lc", command}}
+	default:
+		args = map[string]any{"command": command}
+	}
+	b, _ := json.Marshal(args)
+	return name, string(b)
 }
 
 // ---- Anthropic Messages (claude) ----
@@ -182,11 +206,15 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		idx++
 	}
 	stop := "end_turn"
-	if p.shell != "" {
+	if p.call() {
 		stop = "tool_use"
 		name := toolName(tools, "Bash", "bash")
+		input := map[string]any{"command": p.shell, "description": "Run a command"}
+		if p.write != nil {
+			name, input = toolName(tools, "Write"), map[string]any{"file_path": p.write.path, "content": p.write.text + "\n"}
+		}
 		e.event("content_block_start", map[string]any{"type": "content_block_start", "index": idx, "content_block": map[string]any{"type": "tool_use", "id": s.id("toolu"), "name": name, "input": map[string]any{}}})
-		b, _ := json.Marshal(map[string]any{"command": p.shell, "description": "Run a command"})
+		b, _ := json.Marshal(input)
 		e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": idx, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(b)}})
 		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": idx})
 	}
@@ -260,11 +288,16 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		chunk(map[string]any{"content": c}, nil, nil)
 	}
 	finish := "stop"
-	if p.shell != "" {
+	if p.call() {
 		finish = "tool_calls"
-		b, _ := json.Marshal(map[string]any{"command": p.shell, "description": "Run a command"})
+		name := toolName(tools, "bash", "shell")
+		args := map[string]any{"command": p.shell, "description": "Run a command"}
+		if p.write != nil {
+			name, args = toolName(tools, "write"), map[string]any{"filePath": p.write.path, "content": p.write.text + "\n"}
+		}
+		b, _ := json.Marshal(args)
 		chunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": s.id("call"), "type": "function",
-			"function": map[string]any{"name": toolName(tools, "bash", "shell"), "arguments": string(b)}}}}, nil, nil)
+			"function": map[string]any{"name": name, "arguments": string(b)}}}}, nil, nil)
 	}
 	chunk(map[string]any{}, finish, map[string]any{"prompt_tokens": inTokens, "completion_tokens": outTokens, "total_tokens": inTokens + outTokens})
 	e.raw("[DONE]")

@@ -14,6 +14,10 @@
 //	shell <command>     ask the runtime to run a shell command (a tool
 //	                    call); the steps after it are the reply to the
 //	                    request that carries the command's result
+//	write <path> <text> ask the runtime to create the file <path> holding
+//	                    <text> with its own file-editing tool (codex:
+//	                    apply_patch; claude: Write; opencode: write), a
+//	                    tool call as shell is
 //	status <code> [msg] answer with that HTTP error status instead
 //
 // A prompt with no step gets "ok". Lines that are not steps are ignored.
@@ -57,6 +61,7 @@ type Request struct {
 	// earlier turns again).
 	Transcript string
 	Tools      []string
+	At         time.Time // when it arrived
 }
 
 // Start starts a server on 127.0.0.1:0.
@@ -96,6 +101,7 @@ func (s *Server) Requests() []Request {
 }
 
 func (s *Server) record(r Request) {
+	r.At = time.Now()
 	s.mu.Lock()
 	s.reqs = append(s.reqs, r)
 	s.mu.Unlock()
@@ -109,7 +115,7 @@ type step struct {
 
 func isStep(verb string) bool {
 	switch verb {
-	case "say", "slow", "sleep", "shell", "status":
+	case "say", "slow", "sleep", "shell", "write", "status":
 		return true
 	}
 	return false
@@ -134,8 +140,20 @@ type plan struct {
 	delay  time.Duration
 	sleep  time.Duration
 	shell  string // a tool call to end with
+	write  *fileWrite
 	status int
 	msg    string
+}
+
+// fileWrite is a write step: a file the runtime is asked to create.
+type fileWrite struct{ path, text string }
+
+// call reports whether the plan ends with a tool call.
+func (p plan) call() bool { return p.shell != "" || p.write != nil }
+
+// patch is the write as an apply_patch patch (codex's format).
+func (f fileWrite) patch() string {
+	return "*** Begin Patch\n*** Add File: " + f.path + "\n+" + f.text + "\n*** End Patch\n"
 }
 
 // planFor picks the steps that answer a request in which toolResults
@@ -144,13 +162,18 @@ func planFor(steps []step, toolResults int) plan {
 	var p plan
 	seen := 0
 	for _, st := range steps {
-		if st.verb == "shell" {
+		if st.verb == "shell" || st.verb == "write" {
 			if seen < toolResults {
 				seen++
 				p = plan{delay: p.delay} // what preceded it was said already
 				continue
 			}
-			p.shell = st.arg
+			if st.verb == "write" {
+				path, text, _ := strings.Cut(st.arg, " ")
+				p.write = &fileWrite{path: path, text: text}
+			} else {
+				p.shell = st.arg
+			}
 			return p
 		}
 		if seen < toolResults {
@@ -178,10 +201,10 @@ func planFor(steps []step, toolResults int) plan {
 			return p
 		}
 	}
-	if len(p.chunks) == 0 && p.shell == "" && p.status == 0 && toolResults == 0 {
+	if len(p.chunks) == 0 && !p.call() && p.status == 0 && toolResults == 0 {
 		p.chunks = []string{"ok"}
 	}
-	if len(p.chunks) == 0 && p.shell == "" && p.status == 0 {
+	if len(p.chunks) == 0 && !p.call() && p.status == 0 {
 		p.chunks = []string{"done"}
 	}
 	return p
