@@ -41,6 +41,10 @@ type journal struct {
 	stmts   *stmtCache
 
 	heads map[string]int64 // last sequence per thread; writer goroutine only
+	// lingerFor is outputLinger (tests change it); lingerTimer bounds a
+	// linger (writer goroutine only).
+	lingerFor   time.Duration
+	lingerTimer *time.Timer
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -67,12 +71,13 @@ type txw struct {
 func newJournal(db *store.DB, lease func() store.Lease, publish func([]Event), onLost func(error), log *slog.Logger) *journal {
 	return &journal{
 		db: db, lease: lease, publish: publish, onLost: onLost, log: log,
-		stmts: newStmtCache(db.SQL()),
-		ops:   make(chan *op, 4096),
-		now:   time.Now,
-		heads: map[string]int64{},
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		stmts:     newStmtCache(db.SQL()),
+		ops:       make(chan *op, 4096),
+		now:       time.Now,
+		heads:     map[string]int64{},
+		lingerFor: outputLinger,
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 }
 
@@ -148,8 +153,48 @@ func (j *journal) run() {
 				break fill
 			}
 		}
+		batch = j.linger(batch)
 		j.apply(batch)
 	}
+}
+
+// outputLinger is how long a batch of output alone (ops nobody waits for:
+// deltas, items) waits for more ops before it commits. A runtime's events
+// come a few milliseconds apart, and each transaction costs far more than
+// the ops it holds (on a small VM a commit after even a short idle costs
+// half a millisecond of cold memory); an op someone waits for (a turn's
+// end, an admission) ends the wait at once, so the linger never delays an
+// answer, only when the output becomes visible.
+const outputLinger = 5 * time.Millisecond
+
+// linger adds to a batch of output alone the ops that arrive within
+// outputLinger, until one of them is waited for.
+func (j *journal) linger(batch []*op) []*op {
+	for _, o := range batch {
+		if o.done != nil {
+			return batch
+		}
+	}
+	if j.lingerTimer == nil {
+		j.lingerTimer = time.NewTimer(j.lingerFor)
+	} else {
+		j.lingerTimer.Reset(j.lingerFor)
+	}
+	defer j.lingerTimer.Stop()
+	for len(batch) < maxBatch {
+		select {
+		case o := <-j.ops:
+			batch = append(batch, o)
+			if o.done != nil {
+				return batch
+			}
+		case <-j.lingerTimer.C:
+			return batch
+		case <-j.stop:
+			return batch
+		}
+	}
+	return batch
 }
 
 // apply commits a batch in one fenced transaction.

@@ -22,6 +22,9 @@ const (
 	linkBackoffInitial = 50 * time.Millisecond
 	linkBackoffMax     = 5 * time.Second
 	reportInterval     = 10 * time.Millisecond
+	// countsInterval bounds how stale the activity counts in status may be
+	// (see urgentReport).
+	countsInterval = 250 * time.Millisecond
 )
 
 // RegisterParams is what a service tells the manager when it connects.
@@ -146,9 +149,11 @@ func (l *link) session(ctx context.Context) (registered bool, err error) {
 	}()
 	var res RegisterResult
 	callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	atRegister := reportState{l.svc.CurrentActivity(), l.svc.Draining()}
+	l.svc.setReported(atRegister)
 	err = peer.Call(callCtx, MethodRegister, RegisterParams{
 		Name: l.svc.Name, PID: os.Getpid(), Version: buildinfo.Version, Protocol: buildinfo.ProtocolVersion,
-		Activity: l.svc.CurrentActivity(), Draining: l.svc.Draining(), Address: l.svc.tcpAddress(),
+		Activity: atRegister.activity, Draining: atRegister.draining, Address: l.svc.tcpAddress(),
 	}, &res)
 	cancel()
 	if err != nil {
@@ -168,21 +173,63 @@ func (l *link) session(ctx context.Context) (registered bool, err error) {
 		_ = l.svc.setDraining(ctx, true)
 	}
 	l.svc.Log.Debug("registered with the manager", "instance", res.InstanceID, "phase", res.Phase)
+	// A change is measured against what the manager was told last, by
+	// this loop or by the answer to a drain, resume or cancel.
+	lazy := time.NewTimer(time.Hour)
+	lazy.Stop()
+	defer lazy.Stop()
+	lazyArmed := false
 	for {
 		select {
 		case <-ctx.Done():
 			return true, nil
 		case <-peer.Done():
 			return true, peer.Err()
+		case <-lazy.C:
+			lazyArmed = false
+			if l.svc.lastReported() == (reportState{l.svc.CurrentActivity(), l.svc.Draining()}) {
+				continue // changed back meanwhile
+			}
 		case <-l.wakeCh:
-			peer.Notify(NotifyActivity, l.svc.activityReport())
-			// Coalesce bursts (every RPC handler changes activity): at most
-			// one report per interval; the next one carries the latest state.
-			select {
-			case <-ctx.Done():
-			case <-peer.Done():
-			case <-time.After(reportInterval):
+			sent, now := l.svc.lastReported(), reportState{l.svc.CurrentActivity(), l.svc.Draining()}
+			if now == sent {
+				continue
+			}
+			if !urgentReport(sent, now) {
+				if !lazyArmed {
+					lazy.Reset(countsInterval)
+					lazyArmed = true
+				}
+				continue
 			}
 		}
+		if lazyArmed {
+			lazy.Stop()
+			lazyArmed = false
+		}
+		peer.Notify(NotifyActivity, l.svc.activityReport())
+		// Coalesce bursts: at most one report per interval; the next one
+		// carries the latest state.
+		select {
+		case <-ctx.Done():
+		case <-peer.Done():
+		case <-time.After(reportInterval):
+		}
 	}
+}
+
+// reportState is what an activity report tells the manager.
+type reportState struct {
+	activity Activity
+	draining bool
+}
+
+// urgentReport reports whether the manager must hear of now at once
+// rather than within countsInterval: what it acts on changed — busy or not
+// (drain waits for idle), idle or not, draining. Counts that change while
+// the service stays busy (every request changes the handler count, every
+// turn the turn count) only show in status, and may wait: sent at once,
+// they woke the manager several times a turn.
+func urgentReport(sent, now reportState) bool {
+	return sent.draining != now.draining || sent.activity.Busy() != now.activity.Busy() || sent.activity.Idle() != now.activity.Idle()
 }

@@ -123,6 +123,7 @@ type Service struct {
 	schemaVersion atomic.Int64 // from the manager's registration answer
 	reportMu      sync.Mutex
 	reportSeq     uint64
+	reported      reportState     // what the manager was last told
 	ctx           context.Context // cancelled when stopping begins
 	cancel        context.CancelFunc
 	baseCtx       context.Context // handlers: never cancelled by disconnects
@@ -581,7 +582,23 @@ func (s *Service) activityReport() ActivityParams {
 	s.reportMu.Lock()
 	defer s.reportMu.Unlock()
 	s.reportSeq++
-	return ActivityParams{Activity: s.CurrentActivity(), Draining: s.Draining(), Seq: s.reportSeq}
+	p := ActivityParams{Activity: s.CurrentActivity(), Draining: s.Draining(), Seq: s.reportSeq}
+	s.reported = reportState{p.Activity, p.Draining}
+	return p
+}
+
+// lastReported is the state of the latest activity report, or of the
+// registration (see setReported).
+func (s *Service) lastReported() reportState {
+	s.reportMu.Lock()
+	defer s.reportMu.Unlock()
+	return s.reported
+}
+
+func (s *Service) setReported(st reportState) {
+	s.reportMu.Lock()
+	s.reported = st
+	s.reportMu.Unlock()
 }
 
 // CurrentActivity is the application's activity plus running handlers.

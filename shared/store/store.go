@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
@@ -39,6 +40,9 @@ type DB struct {
 	clock   func() time.Time
 	version int
 	applied int // migrations this Open applied itself (tests)
+
+	fenceMu sync.Mutex
+	fence   *sql.Stmt // Fenced's lease read, prepared on first use
 }
 
 type options struct {
@@ -109,6 +113,12 @@ func (db *DB) SQL() *sql.DB { return db.sql }
 
 // Close closes the pool.
 func (db *DB) Close() error {
+	db.fenceMu.Lock()
+	if db.fence != nil {
+		_ = db.fence.Close()
+		db.fence = nil
+	}
+	db.fenceMu.Unlock()
 	if err := db.sql.Close(); err != nil {
 		return errs.Wrap(err, errs.Internal, "closing database %s", db.path)
 	}
