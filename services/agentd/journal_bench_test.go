@@ -14,7 +14,7 @@ import (
 )
 
 // benchDB opens a fresh database with one thread and the runtime lease.
-func benchDB(b *testing.B) (*store.DB, store.Lease, string) {
+func benchDB(b testing.TB) (*store.DB, store.Lease, string) {
 	b.Helper()
 	db, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "bench.sqlite3"))
 	if err != nil {

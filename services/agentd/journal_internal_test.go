@@ -21,22 +21,7 @@ type journalRig struct {
 
 func newJournalRig(t *testing.T, linger time.Duration) *journalRig {
 	t.Helper()
-	db, err := store.Open(context.Background(), t.TempDir()+"/j.sqlite3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	l, err := db.AcquireLease(context.Background(), leaseName, "test", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	thread := newID("thr_")
-	if _, err := db.SQL().Exec(`INSERT OR IGNORE INTO workspaces (path, trusted) VALUES ('/w', 1)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.SQL().Exec(`INSERT INTO threads (id, workspace, profile, created_at, updated_at) VALUES (?, '/w', 'script', 0, 0)`, thread); err != nil {
-		t.Fatal(err)
-	}
+	db, l, thread := benchDB(t)
 	r := &journalRig{thread: thread, more: make(chan struct{}, 100)}
 	r.j = newJournal(db, func() store.Lease { return l }, func(evs []Event) {
 		r.mu.Lock()

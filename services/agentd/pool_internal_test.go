@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/testkit"
 )
 
 // fakeRuntime is an agentRuntime whose exit the test controls.
@@ -58,19 +60,6 @@ func (r *poolRig) acquire(thread, key string) (*fakeRuntime, func(bool), bool) {
 	return rt.(*fakeRuntime), release, warm
 }
 
-// waitFor polls cond for up to 5 s (the pool closes runtimes from timers
-// and goroutines of its own).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestPoolReusesWarmRuntime(t *testing.T) {
 	r := newPoolRig(t, time.Hour, 4)
 	first, release, warm := r.acquire("th1", "k")
@@ -104,7 +93,7 @@ func TestPoolReplacesOnChangedSettingsOrExit(t *testing.T) {
 	release(true)
 	// The warm runtime exits on its own: the pool forgets it.
 	second.exit()
-	waitFor(t, "the exited runtime to leave the pool", func() bool { return r.pool.count() == 0 })
+	testkit.WaitFor(t, 5*time.Second, "the exited runtime to leave the pool", func() bool { return r.pool.count() == 0 })
 	third, release, warm := r.acquire("th1", "model-b")
 	if warm || third == second {
 		t.Fatal("an exited runtime was reused")
@@ -126,7 +115,7 @@ func TestPoolClosesIdleRuntime(t *testing.T) {
 		t.Fatal("a runtime in use was closed by the idle timer")
 	}
 	release(true)
-	waitFor(t, "the idle runtime to close", rt.closed)
+	testkit.WaitFor(t, 5*time.Second, "the idle runtime to close", rt.closed)
 	if n := r.pool.count(); n != 0 {
 		t.Fatalf("count %d after the idle period", n)
 	}
@@ -144,7 +133,7 @@ func TestPoolClosesIdleRuntime(t *testing.T) {
 		t.Fatal("a stale idle timer closed a runtime in use")
 	}
 	release(true)
-	waitFor(t, "the reused runtime to close when idle again", rt2.closed)
+	testkit.WaitFor(t, 5*time.Second, "the reused runtime to close when idle again", rt2.closed)
 }
 
 func TestPoolZeroIdleKeepsNothing(t *testing.T) {
