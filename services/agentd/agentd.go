@@ -324,11 +324,9 @@ func (a *Agentd) stop(ctx context.Context) error {
 	return err
 }
 
-// closeDBs closes the prepared statements and the database handles, once
-// the journal and the engine are done with them.
+// closeDBs closes the database handles (and their prepared statements),
+// once the journal and the engine are done with them.
 func (a *Agentd) closeDBs() error {
-	a.j.stmts.close()
-	a.e.q.c.close()
 	werr := a.wdb.Close()
 	if err := a.db.Close(); err != nil {
 		return err

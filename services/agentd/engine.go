@@ -88,7 +88,7 @@ func (r *run) stop(cause error) {
 func newEngine(db *store.DB, j *journal, cfg *config.Config, log *slog.Logger, changed func()) *engine {
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &engine{
-		db: db, q: cachedDB{db: db.SQL(), c: newStmtCache(db.SQL())}, j: j, cfg: cfg, log: log, changed: changed,
+		db: db, q: cachedDB{db}, j: j, cfg: cfg, log: log, changed: changed,
 		maxConcurrent: 8,
 		pool:          newRuntimePool(log, cfg.Agentd.RuntimeIdleTimeout, cfg.Agentd.MaxRuntimes, changed),
 		ctx:           ctx, cancel: cancel,

@@ -177,7 +177,7 @@ func TestOpenCodeIdleBeforeAnswer(t *testing.T) {
 		if msgs := messages(t, done.Items); len(msgs) != 1 || msgs[0] != want {
 			t.Fatalf("turn %d: agent messages %q, want exactly %q", i, msgs, want)
 		}
-		checkItemsCompleted(t, done.Items)
+		checkItemsEnded(t, done.Items, agentd.ItemCompleted)
 		if usage := itemsOf(done.Items, agentd.KindTokenUsage); len(usage) != 1 {
 			t.Fatalf("turn %d: token usage items %+v", i, usage)
 		}

@@ -27,7 +27,7 @@ const maxBatch = 512
 //
 // agentd gives the journal a store.DB of its own, which only the writer
 // goroutine uses, so that its transactions run on one connection, with its
-// statements prepared (stmtCache) and its page cache kept: SQLite empties
+// statements prepared (store.DB.Prepared) and its page cache kept: SQLite empties
 // a connection's page cache when another connection wrote since it last
 // read, which, on the pool the readers share, was most of the time.
 type journal struct {
@@ -38,13 +38,9 @@ type journal struct {
 	log     *slog.Logger
 	now     func() time.Time
 	onLost  func(error)
-	stmts   *stmtCache
 
-	heads map[string]int64 // last sequence per thread; writer goroutine only
-	// lingerFor is outputLinger (tests change it); lingerTimer bounds a
-	// linger (writer goroutine only).
-	lingerFor   time.Duration
-	lingerTimer *time.Timer
+	heads     map[string]int64 // last sequence per thread; writer goroutine only
+	lingerFor time.Duration    // outputLinger; tests change it
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -71,7 +67,6 @@ type txw struct {
 func newJournal(db *store.DB, lease func() store.Lease, publish func([]Event), onLost func(error), log *slog.Logger) *journal {
 	return &journal{
 		db: db, lease: lease, publish: publish, onLost: onLost, log: log,
-		stmts:     newStmtCache(db.SQL()),
 		ops:       make(chan *op, 4096),
 		now:       time.Now,
 		heads:     map[string]int64{},
@@ -175,12 +170,7 @@ func (j *journal) linger(batch []*op) []*op {
 			return batch
 		}
 	}
-	if j.lingerTimer == nil {
-		j.lingerTimer = time.NewTimer(j.lingerFor)
-	} else {
-		j.lingerTimer.Reset(j.lingerFor)
-	}
-	defer j.lingerTimer.Stop()
+	deadline := time.After(j.lingerFor)
 	for len(batch) < maxBatch {
 		select {
 		case o := <-j.ops:
@@ -188,7 +178,7 @@ func (j *journal) linger(batch []*op) []*op {
 			if o.done != nil {
 				return batch
 			}
-		case <-j.lingerTimer.C:
+		case <-deadline:
 			return batch
 		case <-j.stop:
 			return batch
@@ -292,12 +282,13 @@ func safeRun(fn func(*txw) error, w *txw) (err error) {
 	return fn(w)
 }
 
-// stmt is query prepared (see stmtCache) for the op's transaction, or nil.
+// stmt is query prepared (store.DB.Prepared) for the op's transaction, or
+// nil.
 func (w *txw) stmt(ctx context.Context, query string) *sql.Stmt {
 	if s := w.stmts[query]; s != nil {
 		return s
 	}
-	s := w.j.stmts.get(ctx, query)
+	s := w.j.db.Prepared(ctx, query)
 	if s == nil {
 		return nil
 	}

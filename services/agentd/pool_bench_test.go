@@ -351,8 +351,7 @@ func startDirect(tb testing.TB, provider, bin, base, home, ws string) *directRun
 		env = append(env, "CLAUDE_CONFIG_DIR="+home, "ANTHROPIC_API_KEY=sk-bench", "ANTHROPIC_BASE_URL="+base, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1")
 	}
 	// The same HOME as agentd's runtimes get from runtimeProfiles.
-	env = append(env, "HOME="+filepath.Join(home, "user"))
-	_ = os.MkdirAll(filepath.Join(home, "user"), 0o700)
+	env = append(env, "HOME="+runtimeHome(tb, home))
 	cmd.Dir, cmd.Env = ws, env
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()

@@ -74,6 +74,27 @@ func stateDir(t testing.TB) string {
 	return dir
 }
 
+// checkItemsEnded fails unless every item of a turn is in one of statuses.
+func checkItemsEnded(t *testing.T, items []agentd.Item, statuses ...string) {
+	t.Helper()
+	for _, it := range items {
+		if !slices.Contains(statuses, it.Status) {
+			t.Fatalf("item %s (%s) is %s, want one of %v: %s", it.ID, it.Kind, it.Status, statuses, it.Payload)
+		}
+	}
+}
+
+// runtimeHome is the HOME of the runtimes whose own state is in state
+// (see runtimeProfiles), created.
+func runtimeHome(t testing.TB, state string) string {
+	t.Helper()
+	home := filepath.Join(state, "user")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return home
+}
+
 // runtimeProfiles is the configuration of a provider's test profiles:
 // <p> (ask), <p>-auto, <p>-deny and <p>-missing (binary absent).
 func runtimeProfiles(t testing.TB, provider, bin, baseURL, credFile, state string) string {
@@ -82,10 +103,7 @@ func runtimeProfiles(t testing.TB, provider, bin, baseURL, credFile, state strin
 	// shells, which would otherwise read this machine's dotfiles (a
 	// pyenv init there waits 60 s for a lock that a runtime killed by an
 	// earlier test left behind).
-	home := filepath.Join(state, "user")
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	home := runtimeHome(t, state)
 	var extra string
 	switch provider {
 	case "codex":
@@ -107,11 +125,15 @@ func runtimeProfiles(t testing.TB, provider, bin, baseURL, credFile, state strin
 }
 
 // startRuntimeRig starts a fake model server and an instance whose
-// profiles use the provider's real CLI; agentdSettings are more lines of
-// its [agentd] section.
+// profiles use the provider's real CLI; agentdSettings are the lines of
+// its [agentd] section (by default: a runtime idle period longer than any
+// test).
 func startRuntimeRig(t *testing.T, provider string, agentdSettings ...string) *runtimeRig {
 	t.Helper()
 	bin := agentBinary(t, provider)
+	if len(agentdSettings) == 0 {
+		agentdSettings = []string{`runtime_idle_timeout = "10m"`}
+	}
 	model, err := fakemodel.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +155,7 @@ func startRuntimeRig(t *testing.T, provider string, agentdSettings ...string) *r
 stop_timeout = "20s"
 
 [agentd]
-` + agentdSection(agentdSettings) + runtimeProfiles(t, provider, bin, base, credFile, filepath.Join(state, "home"))
+` + strings.Join(agentdSettings, "\n") + "\n" + runtimeProfiles(t, provider, bin, base, credFile, filepath.Join(state, "home"))
 	tmp := t.TempDir()
 	env := startWith(t, cfg, "TMPDIR="+tmp)
 	t.Cleanup(func() {
@@ -147,15 +169,6 @@ stop_timeout = "20s"
 		}
 	})
 	return &runtimeRig{env: env, model: model, provider: provider, secret: secret, tmp: tmp}
-}
-
-// agentdSection is the lines of the rigs' [agentd] section: settings, and
-// a long runtime idle period unless they set one.
-func agentdSection(settings []string) string {
-	if !slices.ContainsFunc(settings, func(l string) bool { return strings.HasPrefix(l, "runtime_idle_timeout") }) {
-		settings = append(settings, `runtime_idle_timeout = "10m"`)
-	}
-	return strings.Join(settings, "\n") + "\n"
 }
 
 // runtimePIDs are the live processes of the provider's runtime in rig.
@@ -346,11 +359,7 @@ func runtimeSuite(t *testing.T, provider string) *runtimeRig {
 		if done.Turn.Status != agentd.StatusFailed || done.Turn.Error == nil || done.Turn.Error.Code != errs.WorkerCrashed {
 			t.Fatalf("turn whose runtime was killed: %+v %+v", done.Turn, done.Turn.Error)
 		}
-		for _, it := range done.Items {
-			if it.Status != agentd.ItemCompleted && it.Status != agentd.ItemFailed {
-				t.Fatalf("item %s (%s) left %s by the crashed turn", it.ID, it.Kind, it.Status)
-			}
-		}
+		checkItemsEnded(t, done.Items, agentd.ItemCompleted, agentd.ItemFailed)
 		next := c.start(th.ID, "say back after the runtime died")
 		if done := c.waitEnded(th.ID, next.ID); done.Turn.Status != agentd.StatusCompleted || done.Turn.Response != "back after the runtime died" {
 			t.Fatalf("turn after the runtime died: %+v %+v", done.Turn, done.Turn.Error)
@@ -531,10 +540,12 @@ func TestWarmRuntimeKeepsAgentdAwake(t *testing.T) {
 	// Well past agentd's own idle period, well within the runtime's.
 	time.Sleep(3 * time.Second)
 	st := status(t, rig.env)
-	if time.Since(ended) < runtimeIdle {
-		if got := st.Services["agentd"]; got.PID != pid || !alive(pid) || got.Activity.Runtimes != 1 {
-			t.Fatalf("agentd with a warm runtime: %+v (was pid %d)", got, pid)
-		}
+	if time.Since(ended) >= runtimeIdle {
+		// The machine stalled past the runtime's idle period: what is
+		// left to check is that both exit.
+		t.Logf("status read %s after the turn, past the runtime's idle period: not checked", time.Since(ended))
+	} else if got := st.Services["agentd"]; got.PID != pid || !alive(pid) || got.Activity.Runtimes != 1 {
+		t.Fatalf("agentd with a warm runtime: %+v (was pid %d)", got, pid)
 	}
 	testkit.WaitFor(t, runtimeIdle+30*time.Second, "the idle runtime and then agentd to exit", func() bool {
 		for _, p := range append(runtimes, pid) {

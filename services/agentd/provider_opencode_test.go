@@ -45,7 +45,7 @@ func TestOpenCode(t *testing.T) {
 			if msgs := messages(t, done.Items); len(msgs) != 1 || msgs[0] != want {
 				t.Fatalf("turn %d: agent messages %q, want exactly %q", i+1, msgs, want)
 			}
-			checkItemsCompleted(t, done.Items)
+			checkItemsEnded(t, done.Items, agentd.ItemCompleted)
 			if len(itemsOf(done.Items, agentd.KindTokenUsage)) != 1 {
 				t.Errorf("turn %d: token usage items %+v", i+1, itemsOf(done.Items, agentd.KindTokenUsage))
 			}
@@ -84,7 +84,7 @@ func TestOpenCode(t *testing.T) {
 			if len(cmd.Command) == 0 || !strings.Contains(cmd.Command[0], fmt.Sprintf("step%d.txt", i)) || cmd.ExitCode == nil || *cmd.ExitCode != 0 {
 				t.Fatalf("turn %d: command item %s", i, cmds[0].Payload)
 			}
-			checkItemsCompleted(t, done.Items)
+			checkItemsEnded(t, done.Items, agentd.ItemCompleted)
 			// The items are in order: the first step's message and
 			// command, then the final message.
 			var order []string
@@ -141,16 +141,6 @@ func TestOpenCode(t *testing.T) {
 			return len(left) == 0
 		})
 	})
-}
-
-// checkItemsCompleted fails unless every item of a turn has completed.
-func checkItemsCompleted(t *testing.T, items []agentd.Item) {
-	t.Helper()
-	for _, it := range items {
-		if it.Status != agentd.ItemCompleted {
-			t.Fatalf("item %s (%s) is %s: %s", it.ID, it.Kind, it.Status, it.Payload)
-		}
-	}
 }
 
 // checkSettled fails if agentd gave up waiting for a turn's last events

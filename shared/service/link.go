@@ -149,7 +149,7 @@ func (l *link) session(ctx context.Context) (registered bool, err error) {
 	}()
 	var res RegisterResult
 	callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	atRegister := reportState{l.svc.CurrentActivity(), l.svc.Draining()}
+	atRegister := l.svc.reportNow()
 	l.svc.setReported(atRegister)
 	err = peer.Call(callCtx, MethodRegister, RegisterParams{
 		Name: l.svc.Name, PID: os.Getpid(), Version: buildinfo.Version, Protocol: buildinfo.ProtocolVersion,
@@ -174,39 +174,33 @@ func (l *link) session(ctx context.Context) (registered bool, err error) {
 	}
 	l.svc.Log.Debug("registered with the manager", "instance", res.InstanceID, "phase", res.Phase)
 	// A change is measured against what the manager was told last, by
-	// this loop or by the answer to a drain, resume or cancel.
-	lazy := time.NewTimer(time.Hour)
-	lazy.Stop()
-	defer lazy.Stop()
-	lazyArmed := false
+	// this loop or by the answer to a drain, resume or cancel. lazy is
+	// armed while a change of the counts alone waits to be reported.
+	var lazy <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return true, nil
 		case <-peer.Done():
 			return true, peer.Err()
-		case <-lazy.C:
-			lazyArmed = false
-			if l.svc.lastReported() == (reportState{l.svc.CurrentActivity(), l.svc.Draining()}) {
+		case <-lazy:
+			lazy = nil
+			if l.svc.lastReported() == l.svc.reportNow() {
 				continue // changed back meanwhile
 			}
 		case <-l.wakeCh:
-			sent, now := l.svc.lastReported(), reportState{l.svc.CurrentActivity(), l.svc.Draining()}
+			sent, now := l.svc.lastReported(), l.svc.reportNow()
 			if now == sent {
 				continue
 			}
 			if !urgentReport(sent, now) {
-				if !lazyArmed {
-					lazy.Reset(countsInterval)
-					lazyArmed = true
+				if lazy == nil {
+					lazy = time.After(countsInterval)
 				}
 				continue
 			}
 		}
-		if lazyArmed {
-			lazy.Stop()
-			lazyArmed = false
-		}
+		lazy = nil // this report carries the counts too
 		peer.Notify(NotifyActivity, l.svc.activityReport())
 		// Coalesce bursts: at most one report per interval; the next one
 		// carries the latest state.

@@ -582,9 +582,13 @@ func (s *Service) activityReport() ActivityParams {
 	s.reportMu.Lock()
 	defer s.reportMu.Unlock()
 	s.reportSeq++
-	p := ActivityParams{Activity: s.CurrentActivity(), Draining: s.Draining(), Seq: s.reportSeq}
-	s.reported = reportState{p.Activity, p.Draining}
-	return p
+	s.reported = s.reportNow()
+	return ActivityParams{Activity: s.reported.activity, Draining: s.reported.draining, Seq: s.reportSeq}
+}
+
+// reportNow is what a report would tell the manager now.
+func (s *Service) reportNow() reportState {
+	return reportState{s.CurrentActivity(), s.Draining()}
 }
 
 // lastReported is the state of the latest activity report, or of the

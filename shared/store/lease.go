@@ -30,8 +30,12 @@ type leaseRow struct {
 const leaseQuery = `SELECT holder, token, expires_at FROM leases WHERE name = ?`
 
 func readLeaseRow(ctx context.Context, q querier, name string) (leaseRow, error) {
+	return scanLeaseRow(q.QueryRowContext(ctx, leaseQuery, name))
+}
+
+func scanLeaseRow(row *sql.Row) (leaseRow, error) {
 	r := leaseRow{found: true}
-	err := q.QueryRowContext(ctx, leaseQuery, name).Scan(&r.holder, &r.token, &r.expires)
+	err := row.Scan(&r.holder, &r.token, &r.expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return leaseRow{}, nil
 	}
@@ -232,11 +236,14 @@ func (db *DB) Fenced(ctx context.Context, l Lease, fn func(*sql.Tx) error) error
 	}
 	return db.Tx(ctx, func(tx *sql.Tx) error {
 		now := db.nowMs()
-		var q querier = tx
-		if s := db.fenceStmt(ctx); s != nil {
-			q = txStmt{tx.StmtContext(ctx, s)}
+		// Prepared once: agentd fences every journal transaction.
+		var r leaseRow
+		var err error
+		if st := db.Prepared(ctx, leaseQuery); st != nil {
+			r, err = scanLeaseRow(tx.StmtContext(ctx, st).QueryRowContext(ctx, l.Name))
+		} else {
+			r, err = readLeaseRow(ctx, tx, l.Name)
 		}
-		r, err := readLeaseRow(ctx, q, l.Name)
 		if err != nil {
 			return err
 		}
@@ -245,30 +252,4 @@ func (db *DB) Fenced(ctx context.Context, l Lease, fn func(*sql.Tx) error) error
 		}
 		return fn(tx)
 	})
-}
-
-// fenceStmt is the lease read of Fenced, prepared once: agentd fences every
-// journal transaction, and the driver parses an unprepared statement's SQL
-// anew each time (a twentieth of agentd's CPU in a runtime turn). nil when
-// it cannot be prepared (the caller runs it unprepared and meets the error
-// there).
-func (db *DB) fenceStmt(ctx context.Context) *sql.Stmt {
-	db.fenceMu.Lock()
-	defer db.fenceMu.Unlock()
-	if db.fence == nil {
-		s, err := db.sql.PrepareContext(context.WithoutCancel(ctx), leaseQuery)
-		if err != nil {
-			return nil
-		}
-		db.fence = s
-	}
-	return db.fence
-}
-
-// txStmt runs the one prepared query it holds, whatever the SQL it is
-// given (readLeaseRow's, which it was prepared from).
-type txStmt struct{ s *sql.Stmt }
-
-func (t txStmt) QueryRowContext(ctx context.Context, _ string, args ...any) *sql.Row {
-	return t.s.QueryRowContext(ctx, args...)
 }

@@ -41,8 +41,8 @@ type DB struct {
 	version int
 	applied int // migrations this Open applied itself (tests)
 
-	fenceMu sync.Mutex
-	fence   *sql.Stmt // Fenced's lease read, prepared on first use
+	stmtMu sync.Mutex
+	stmts  map[string]*sql.Stmt // see Prepared; nil once closed
 }
 
 type options struct {
@@ -97,7 +97,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	sqldb.SetMaxIdleConns(maxOpenConns)
 	sqldb.SetConnMaxIdleTime(5 * time.Minute)
 
-	db := &DB{sql: sqldb, path: abs, clock: o.clock}
+	db := &DB{sql: sqldb, path: abs, clock: o.clock, stmts: map[string]*sql.Stmt{}}
 	if err := db.migrate(ctx, o.busyTimeout); err != nil {
 		_ = sqldb.Close()
 		return nil, err
@@ -113,12 +113,7 @@ func (db *DB) SQL() *sql.DB { return db.sql }
 
 // Close closes the pool.
 func (db *DB) Close() error {
-	db.fenceMu.Lock()
-	if db.fence != nil {
-		_ = db.fence.Close()
-		db.fence = nil
-	}
-	db.fenceMu.Unlock()
+	db.closeStmts()
 	if err := db.sql.Close(); err != nil {
 		return errs.Wrap(err, errs.Internal, "closing database %s", db.path)
 	}

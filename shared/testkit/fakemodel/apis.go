@@ -35,10 +35,10 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var tools []string
-	customTools := map[string]bool{}
+	freeformPatch := false // apply_patch as a custom (freeform) tool
 	for _, t := range req.Tools {
 		tools = append(tools, t.Name)
-		customTools[t.Name] = t.Type == "custom"
+		freeformPatch = freeformPatch || t.Name == "apply_patch" && t.Type == "custom"
 	}
 	var steps []step
 	var prompt, transcript string
@@ -90,13 +90,8 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		idx++
 	}
 	if p.call() {
-		item := map[string]any{"type": "function_call", "id": s.id("fc"), "call_id": s.id("call")}
-		item["name"], item["arguments"] = codexCall(tools, p)
-		if p.write != nil && customTools["apply_patch"] {
-			// The freeform apply_patch tool takes the patch itself.
-			delete(item, "arguments")
-			item["type"], item["name"], item["input"] = "custom_tool_call", "apply_patch", p.write.patch()
-		}
+		item := codexCall(tools, freeformPatch, p)
+		item["id"], item["call_id"] = s.id("fc"), s.id("call")
 		e.event("response.output_item.added", map[string]any{"type": "response.output_item.added", "output_index": idx, "item": item})
 		e.event("response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": idx, "item": item})
 	}
@@ -105,14 +100,19 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 			"output_tokens": outTokens, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": inTokens + outTokens}}})
 }
 
-// codexCall is the function call (name, JSON arguments) that asks codex
-// for the plan's shell command or file write. Without an apply_patch tool
-// (codex offers none to a model it does not know) the write is an
-// apply_patch command, which codex intercepts and applies as a patch.
-func codexCall(tools []string, p plan) (string, string) {
-	if p.write != nil && slices.Contains(tools, "apply_patch") {
+// codexCall is the output item (without its ids) that asks codex for the
+// plan's shell command or file write: a call of the freeform apply_patch
+// tool (which takes the patch itself) or of the function one, else a shell
+// call. Without an apply_patch tool (codex offers none to a model it does
+// not know) the write is an apply_patch command, which codex intercepts and
+// applies as a patch.
+func codexCall(tools []string, freeformPatch bool, p plan) map[string]any {
+	switch {
+	case p.write != nil && freeformPatch:
+		return map[string]any{"type": "custom_tool_call", "name": "apply_patch", "input": p.write.patch()}
+	case p.write != nil && slices.Contains(tools, "apply_patch"):
 		b, _ := json.Marshal(map[string]any{"input": p.write.patch()})
-		return "apply_patch", string(b)
+		return map[string]any{"type": "function_call", "name": "apply_patch", "arguments": string(b)}
 	}
 	command := p.shell
 	if p.write != nil {
@@ -129,7 +129,7 @@ func codexCall(tools []string, p plan) (string, string) {
 		args = map[string]any{"command": command}
 	}
 	b, _ := json.Marshal(args)
-	return name, string(b)
+	return map[string]any{"type": "function_call", "name": name, "arguments": string(b)}
 }
 
 // ---- Anthropic Messages (claude) ----

@@ -61,7 +61,6 @@ type Request struct {
 	// earlier turns again).
 	Transcript string
 	Tools      []string
-	At         time.Time // when it arrived
 }
 
 // Start starts a server on 127.0.0.1:0.
@@ -101,7 +100,6 @@ func (s *Server) Requests() []Request {
 }
 
 func (s *Server) record(r Request) {
-	r.At = time.Now()
 	s.mu.Lock()
 	s.reqs = append(s.reqs, r)
 	s.mu.Unlock()
