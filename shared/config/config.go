@@ -44,7 +44,7 @@
 // unknown key or a value of the wrong type inside a profile is reported with
 // its full key ("profiles.review.comand").
 //
-// The defaults hold the built-in profiles "shell" and "script". The file
+// The defaults hold the built-in profiles "shell", "script" and "deepcode". The file
 // merges into them key by key, as koanf merges every layer: a
 // [profiles.shell] table replaces the built-in value of each setting it sets
 // (a list such as command as a whole) and keeps the built-in value of each
@@ -141,8 +141,8 @@ type Config struct {
 
 // Profile configures how agentd runs turns for threads that name it.
 type Profile struct {
-	// Provider is the runtime: exec (a command line), script (deterministic, for tests and demos), codex, claude, opencode.
-	Provider string `koanf:"provider" oneof:"exec script codex claude opencode" required:"true"`
+	// Provider is the runtime: exec (a command line), script (deterministic, for tests and demos), codex, claude, opencode, or deepcode (agentd's own agent, speaking a model API itself).
+	Provider string `koanf:"provider" oneof:"exec script codex claude opencode deepcode" required:"true"`
 	// Command is the exec provider's argv. An element "{prompt}" is replaced by the prompt; without one the prompt goes to stdin.
 	Command []string `koanf:"command"`
 	// Env adds environment variables for the runtime (never logged).
@@ -163,6 +163,50 @@ type Profile struct {
 	ApprovalPolicy string `koanf:"approval_policy" oneof:"ask never auto"`
 	// Timeout bounds one turn; 0 means no limit.
 	Timeout time.Duration `koanf:"timeout" min:"0"`
+
+	// The deepcode provider's settings (see docs/PROVIDERS.md).
+
+	// API is the model API the deepcode provider speaks: "responses"
+	// (OpenAI Responses), "chat" (OpenAI-compatible Chat Completions, what
+	// local model servers speak) or "anthropic" (Anthropic Messages).
+	API string `koanf:"api"`
+	// ContextBudget is the most tokens (estimated) of conversation sent to
+	// the model; older turns are left out beyond it. 0: 100000.
+	ContextBudget int `koanf:"context_budget" min:"0"`
+	// MaxOutputTokens bounds one model answer (Anthropic requires a bound). 0: 8192.
+	MaxOutputTokens int `koanf:"max_output_tokens" min:"0"`
+	// ToolApproval sets the approval policy of single tools (shell,
+	// read_file, write_file, edit, list, glob, grep): "ask", "auto" or
+	// "never". Tools not named follow approval_policy, except the read-only
+	// ones, which need no approval.
+	ToolApproval map[string]string `koanf:"tool_approval"`
+	// ToolTimeout bounds one shell tool call. 0: 10 minutes.
+	ToolTimeout time.Duration `koanf:"tool_timeout" min:"0"`
+	// Sandbox "workspace-write" lets the shell tool's processes write only
+	// in the workspace and the temporary folder (Linux Landlock, best
+	// effort), with no network unless Network is set. "" runs them
+	// unsandboxed.
+	Sandbox string `koanf:"sandbox"`
+	// Network allows the sandboxed shell tool network access.
+	Network bool `koanf:"network"`
+	// OutsideWorkspace lets the file tools use paths outside the workspace.
+	OutsideWorkspace bool `koanf:"outside_workspace"`
+}
+
+// APIs are the model APIs of the deepcode provider.
+var APIs = []string{"responses", "chat", "anthropic"}
+
+// Tools are the deepcode provider's tools, as tool_approval names them.
+var Tools = []string{"shell", "read_file", "write_file", "edit", "list", "glob", "grep"}
+
+// DefaultProfile is the profile of a thread that names none: the built-in
+// "deepcode" profile once a model is configured for it
+// ([profiles.deepcode] model = "…"), else "shell".
+func (c *Config) DefaultProfile() string {
+	if p, ok := c.Profiles["deepcode"]; ok && p.Provider == "deepcode" && p.Model != "" {
+		return "deepcode"
+	}
+	return "shell"
 }
 
 // defaultApprovalPolicy is a loaded profile's approval policy when it sets none.
@@ -199,6 +243,7 @@ func (c *Config) Profile(name string) (Profile, bool) {
 	p.Command = slices.Clone(p.Command)
 	p.Args = slices.Clone(p.Args)
 	p.Env = maps.Clone(p.Env)
+	p.ToolApproval = maps.Clone(p.ToolApproval)
 	return p, true
 }
 
@@ -216,6 +261,9 @@ func (p Profile) check(prefix string) []issue {
 			out = append(out, issue{key, fmt.Sprintf("%s: the first element, the program to run, is empty; name the program", key)})
 		}
 	}
+	if p.Provider == "deepcode" {
+		out = append(out, p.checkNative(prefix)...)
+	}
 	for _, name := range slices.Sorted(maps.Keys(p.Env)) {
 		key := joinKey(prefix+".env", name)
 		if name == "" || strings.ContainsAny(name, "=\x00") {
@@ -229,9 +277,33 @@ func (p Profile) check(prefix string) []issue {
 	return out
 }
 
+// checkNative checks the deepcode provider's settings.
+func (p Profile) checkNative(prefix string) []issue {
+	var out []issue
+	if !slices.Contains(APIs, p.API) {
+		key := prefix + ".api"
+		out = append(out, issue{key, fmt.Sprintf("%s: %q is not a model API; set it to one of %s", key, p.API, strings.Join(APIs, ", "))})
+	}
+	for _, tool := range slices.Sorted(maps.Keys(p.ToolApproval)) {
+		key := joinKey(prefix+".tool_approval", tool)
+		if !slices.Contains(Tools, tool) {
+			out = append(out, issue{key, fmt.Sprintf("%s: %q is not a tool; use one of %s", key, tool, strings.Join(Tools, ", "))})
+			continue
+		}
+		if v := p.ToolApproval[tool]; v != "ask" && v != "auto" && v != "never" {
+			out = append(out, issue{key, fmt.Sprintf("%s: %q is not allowed; use one of ask, auto, never", key, v)})
+		}
+	}
+	if p.Sandbox != "" && p.Sandbox != "workspace-write" {
+		key := prefix + ".sandbox"
+		out = append(out, issue{key, fmt.Sprintf(`%s: %q is not a sandbox; use "workspace-write" or leave it unset`, key, p.Sandbox)})
+	}
+	return out
+}
+
 // Defaults returns the built-in configuration, the lowest layer, including
-// the built-in profiles "shell" (runs the prompt with /bin/sh -c) and
-// "script".
+// the built-in profiles "shell" (runs the prompt with /bin/sh -c),
+// "script" and "deepcode" (agentd's own agent; see [Config.DefaultProfile]).
 func Defaults() Config {
 	var c Config
 	c.Port = 3081
@@ -249,6 +321,9 @@ func Defaults() Config {
 	c.Profiles = map[string]Profile{
 		"shell":  {Provider: "exec", Command: []string{"/bin/sh", "-c", "{prompt}"}, ApprovalPolicy: defaultApprovalPolicy},
 		"script": {Provider: "script", ApprovalPolicy: defaultApprovalPolicy},
+		// agentd's own agent: it needs a model ([profiles.deepcode] model,
+		// base_url, api) and becomes the default profile once it has one.
+		"deepcode": {Provider: "deepcode", API: "chat", ApprovalPolicy: defaultApprovalPolicy},
 	}
 	return c
 }

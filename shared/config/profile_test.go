@@ -13,8 +13,9 @@ import (
 )
 
 var (
-	builtinShell  = Profile{Provider: "exec", Command: []string{"/bin/sh", "-c", "{prompt}"}, ApprovalPolicy: "ask"}
-	builtinScript = Profile{Provider: "script", ApprovalPolicy: "ask"}
+	builtinShell    = Profile{Provider: "exec", Command: []string{"/bin/sh", "-c", "{prompt}"}, ApprovalPolicy: "ask"}
+	builtinScript   = Profile{Provider: "script", ApprovalPolicy: "ask"}
+	builtinDeepcode = Profile{Provider: "deepcode", API: "chat", ApprovalPolicy: "ask"}
 )
 
 // loadBody loads body as the file with an empty environment.
@@ -36,14 +37,14 @@ func mustLoad(t *testing.T, body string) *Config {
 
 func TestBuiltinProfiles(t *testing.T) {
 	d := Defaults()
-	if want := map[string]Profile{"shell": builtinShell, "script": builtinScript}; !reflect.DeepEqual(d.Profiles, want) {
+	if want := map[string]Profile{"shell": builtinShell, "script": builtinScript, "deepcode": builtinDeepcode}; !reflect.DeepEqual(d.Profiles, want) {
 		t.Fatalf("Defaults().Profiles = %+v, want %+v", d.Profiles, want)
 	}
 	c, err := Load(LoadOptions{Environ: []string{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]Profile{"shell": builtinShell, "script": builtinScript} {
+	for name, want := range map[string]Profile{"shell": builtinShell, "script": builtinScript, "deepcode": builtinDeepcode} {
 		p, ok := c.Profile(name)
 		if !ok || !reflect.DeepEqual(p, want) {
 			t.Errorf("Profile(%q) = %+v, %v; want %+v", name, p, ok, want)
@@ -65,6 +66,24 @@ func TestBuiltinProfiles(t *testing.T) {
 	}
 }
 
+func TestDefaultProfile(t *testing.T) {
+	c := mustLoad(t, "")
+	if got := c.DefaultProfile(); got != "shell" {
+		t.Fatalf("without a model: DefaultProfile() = %q, want shell", got)
+	}
+	c = mustLoad(t, "[profiles.deepcode]\nmodel = \"qwen3\"\nbase_url = \"http://127.0.0.1:8080/v1\"\n")
+	if got := c.DefaultProfile(); got != "deepcode" {
+		t.Fatalf("with a model: DefaultProfile() = %q, want deepcode", got)
+	}
+	if p, _ := c.Profile("deepcode"); p.API != "chat" || p.Provider != "deepcode" {
+		t.Fatalf("the file's [profiles.deepcode] lost the built-in settings: %+v", p)
+	}
+	c = mustLoad(t, "[profiles.deepcode]\nprovider = \"script\"\nmodel = \"x\"\n")
+	if got := c.DefaultProfile(); got != "shell" {
+		t.Fatalf("a deepcode profile turned into another provider: DefaultProfile() = %q, want shell", got)
+	}
+}
+
 func TestFileAddsProfile(t *testing.T) {
 	c := mustLoad(t, `
 [profiles.fast]
@@ -80,8 +99,9 @@ model = "opus"
 timeout = "0s"
 `)
 	want := map[string]Profile{
-		"shell":  builtinShell,
-		"script": builtinScript,
+		"shell":    builtinShell,
+		"script":   builtinScript,
+		"deepcode": builtinDeepcode,
 		"fast": {Provider: "exec", Command: []string{"my-agent", "--prompt", "{prompt}"},
 			Env: map[string]string{"TOKEN": "s3cret"}, ApprovalPolicy: "ask", Timeout: 10 * time.Minute},
 		"claude-2": {Provider: "claude", ApprovalPolicy: "never", Model: "opus"},
@@ -239,9 +259,9 @@ func TestValidateProfiles(t *testing.T) {
 		{"positive timeout", Profile{Provider: "codex", ApprovalPolicy: "never", Timeout: time.Hour}, nil},
 		{"exec with command", Profile{Provider: "exec", Command: []string{"true"}, ApprovalPolicy: "ask"}, nil},
 		{"no provider", Profile{ApprovalPolicy: "ask"},
-			[]string{"profiles.p.provider is not set; set it to one of exec, script, codex, claude, opencode"}},
+			[]string{"profiles.p.provider is not set; set it to one of exec, script, codex, claude, opencode, deepcode"}},
 		{"bad provider", Profile{Provider: "gpt", ApprovalPolicy: "ask"},
-			[]string{`profiles.p.provider: "gpt" is not allowed; use one of exec, script, codex, claude, opencode`}},
+			[]string{`profiles.p.provider: "gpt" is not allowed; use one of exec, script, codex, claude, opencode, deepcode`}},
 		{"exec without command", Profile{Provider: "exec", ApprovalPolicy: "ask"},
 			[]string{"profiles.p.command: the exec provider needs a command"}},
 		{"exec with empty program", Profile{Provider: "exec", Command: []string{"", "x"}, ApprovalPolicy: "ask"},
@@ -255,6 +275,15 @@ func TestValidateProfiles(t *testing.T) {
 			[]string{`profiles.p.env: "" is not a valid environment variable name`, `profiles.p.env: "A=B" is not a valid`}},
 		{"NUL in env value", Profile{Provider: "script", ApprovalPolicy: "ask", Env: map[string]string{"K": "se\x00cret"}},
 			[]string{"profiles.p.env.K: the value contains a NUL byte"}},
+		{"deepcode", Profile{Provider: "deepcode", API: "anthropic", ApprovalPolicy: "ask", Sandbox: "workspace-write",
+			ToolApproval: map[string]string{"shell": "never", "read_file": "ask"}}, nil},
+		{"deepcode without api", Profile{Provider: "deepcode", ApprovalPolicy: "ask"},
+			[]string{`profiles.p.api: "" is not a model API; set it to one of responses, chat, anthropic`}},
+		{"deepcode bad tool approval", Profile{Provider: "deepcode", API: "chat", ApprovalPolicy: "ask",
+			ToolApproval: map[string]string{"rm": "auto", "shell": "always"}},
+			[]string{`profiles.p.tool_approval.rm: "rm" is not a tool`, `profiles.p.tool_approval.shell: "always" is not allowed; use one of ask, auto, never`}},
+		{"deepcode bad sandbox", Profile{Provider: "deepcode", API: "chat", ApprovalPolicy: "ask", Sandbox: "strict"},
+			[]string{`profiles.p.sandbox: "strict" is not a sandbox`}},
 		{"several problems", Profile{Provider: "exec", ApprovalPolicy: "maybe", Timeout: -1},
 			[]string{"profiles.p.approval_policy", "profiles.p.timeout", "profiles.p.command"}},
 	} {
@@ -334,17 +363,25 @@ func TestProfilesNotFromEnvOrFlags(t *testing.T) {
 
 func TestProfileKeys(t *testing.T) {
 	want := []string{
+		"profiles.<name>.api",
 		"profiles.<name>.approval_policy",
 		"profiles.<name>.args",
 		"profiles.<name>.base_url",
 		"profiles.<name>.binary",
 		"profiles.<name>.command",
+		"profiles.<name>.context_budget",
 		"profiles.<name>.credentials_file",
 		"profiles.<name>.env",
+		"profiles.<name>.max_output_tokens",
 		"profiles.<name>.model",
+		"profiles.<name>.network",
+		"profiles.<name>.outside_workspace",
 		"profiles.<name>.provider",
 		"profiles.<name>.reasoning",
+		"profiles.<name>.sandbox",
 		"profiles.<name>.timeout",
+		"profiles.<name>.tool_approval",
+		"profiles.<name>.tool_timeout",
 	}
 	keys := ProfileKeys()
 	if !slices.Equal(keys, want) {
@@ -393,8 +430,9 @@ func TestProfileSchema(t *testing.T) {
 	}
 	got := defaultTables()["profiles"].(map[string]any)
 	want := map[string]any{
-		"shell":  map[string]any{"provider": "exec", "command": []string{"/bin/sh", "-c", "{prompt}"}, "approval_policy": "ask"},
-		"script": map[string]any{"provider": "script", "approval_policy": "ask"},
+		"shell":    map[string]any{"provider": "exec", "command": []string{"/bin/sh", "-c", "{prompt}"}, "approval_policy": "ask"},
+		"script":   map[string]any{"provider": "script", "approval_policy": "ask"},
+		"deepcode": map[string]any{"provider": "deepcode", "api": "chat", "approval_policy": "ask"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("defaultTables() = %#v", got)

@@ -20,9 +20,10 @@ func toolName(tools []string, prefer ...string) string {
 // ---- OpenAI Responses (codex) ----
 
 type responsesReq struct {
-	Model string            `json:"model"`
-	Input []json.RawMessage `json:"input"`
-	Tools []struct {
+	Model        string            `json:"model"`
+	Instructions string            `json:"instructions"`
+	Input        []json.RawMessage `json:"input"`
+	Tools        []struct {
 		Type string `json:"type"`
 		Name string `json:"name"`
 	} `json:"tools"`
@@ -42,28 +43,30 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	}
 	var steps []step
 	var prompt, transcript string
-	results := 0
+	var results []string
 	for _, raw := range req.Input {
 		var it struct {
 			Type    string          `json:"type"`
 			Role    string          `json:"role"`
 			Content json.RawMessage `json:"content"`
+			Output  json.RawMessage `json:"output"`
 		}
 		_ = json.Unmarshal(raw, &it)
 		switch {
 		case (it.Type == "message" || it.Type == "") && it.Role == "user":
 			transcript += textOf(it.Content) + "\n"
 			if text := textOf(it.Content); parse(text) != nil {
-				steps, prompt, results = parse(text), text, 0
+				steps, prompt, results = parse(text), text, nil
 			}
 		case it.Type == "function_call_output" || it.Type == "custom_tool_call_output" || it.Type == "local_shell_call_output":
-			results++
+			results = append(results, textOf(it.Output))
 		}
 	}
-	s.record(Request{API: "responses", Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Model: req.Model, Prompt: prompt, Tools: tools, Transcript: transcript})
-	p := planFor(steps, results)
-	if p.status != 0 {
-		errorStatus(w, "responses", p.status, p.msg)
+	s.record(Request{API: "responses", Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Model: req.Model, Prompt: prompt, Tools: tools,
+		Transcript: transcript, ToolResults: results, System: req.Instructions})
+	p := planFor(steps, len(results))
+	if s.failNow(p, prompt) {
+		errorStatus(w, "responses", p)
 		return
 	}
 	if !wait(r, p.sleep) {
@@ -73,6 +76,22 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	respID := s.id("resp")
 	e.event("response.created", map[string]any{"type": "response.created", "response": map[string]any{"id": respID}})
 	idx := 0
+	if len(p.think) > 0 {
+		rsID := s.id("rs")
+		e.event("response.output_item.added", map[string]any{"type": "response.output_item.added", "output_index": idx,
+			"item": map[string]any{"type": "reasoning", "id": rsID, "summary": []any{}}})
+		text := ""
+		for _, c := range p.think {
+			if !wait(r, p.delay) {
+				return
+			}
+			text += c
+			e.event("response.reasoning_summary_text.delta", map[string]any{"type": "response.reasoning_summary_text.delta", "item_id": rsID, "output_index": idx, "summary_index": 0, "delta": c})
+		}
+		e.event("response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": idx,
+			"item": map[string]any{"type": "reasoning", "id": rsID, "summary": []any{map[string]any{"type": "summary_text", "text": text}}}})
+		idx++
+	}
 	if len(p.chunks) > 0 {
 		msgID := s.id("msg")
 		e.event("response.output_item.added", map[string]any{"type": "response.output_item.added", "output_index": idx,
@@ -89,7 +108,17 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 			"item": map[string]any{"type": "message", "id": msgID, "role": "assistant", "content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}}})
 		idx++
 	}
-	if p.call() {
+	for _, tc := range p.tools {
+		item := map[string]any{"type": "function_call", "id": s.id("fc"), "call_id": s.id("call"), "name": tc.name, "arguments": "", "status": "in_progress"}
+		e.event("response.output_item.added", map[string]any{"type": "response.output_item.added", "output_index": idx, "item": item})
+		for _, piece := range chunked(tc.args, 16) {
+			e.event("response.function_call_arguments.delta", map[string]any{"type": "response.function_call_arguments.delta", "item_id": item["id"], "output_index": idx, "delta": piece})
+		}
+		item["arguments"], item["status"] = tc.args, "completed"
+		e.event("response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": idx, "item": item})
+		idx++
+	}
+	if p.shell != "" || p.write != nil {
 		item := codexCall(tools, freeformPatch, p)
 		item["id"], item["call_id"] = s.id("fc"), s.id("call")
 		e.event("response.output_item.added", map[string]any{"type": "response.output_item.added", "output_index": idx, "item": item})
@@ -135,7 +164,8 @@ func codexCall(tools []string, freeformPatch bool, p plan) map[string]any {
 // ---- Anthropic Messages (claude) ----
 
 type messagesReq struct {
-	Model    string `json:"model"`
+	Model    string          `json:"model"`
+	System   json.RawMessage `json:"system"`
 	Messages []struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
@@ -157,33 +187,35 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	var steps []step
 	var prompt, transcript string
-	results := 0
+	var results []string
 	for _, m := range req.Messages {
 		if m.Role != "user" {
 			continue
 		}
 		var parts []struct {
-			Type string `json:"type"`
+			Type    string          `json:"type"`
+			Content json.RawMessage `json:"content"`
 		}
 		_ = json.Unmarshal(m.Content, &parts)
 		for _, p := range parts {
 			if p.Type == "tool_result" {
-				results++
+				results = append(results, textOf(p.Content))
 			}
 		}
 		transcript += textOf(m.Content) + "\n"
 		if text := textOf(m.Content); parse(text) != nil {
-			steps, prompt, results = parse(text), text, 0
+			steps, prompt, results = parse(text), text, nil
 		}
 	}
 	auth := r.Header.Get("x-api-key")
 	if auth == "" {
 		auth = r.Header.Get("Authorization")
 	}
-	s.record(Request{API: "messages", Path: r.URL.Path, Auth: auth, Model: req.Model, Prompt: prompt, Tools: tools, Transcript: transcript})
-	p := planFor(steps, results)
-	if p.status != 0 {
-		errorStatus(w, "messages", p.status, p.msg)
+	s.record(Request{API: "messages", Path: r.URL.Path, Auth: auth, Model: req.Model, Prompt: prompt, Tools: tools,
+		Transcript: transcript, ToolResults: results, System: textOf(req.System)})
+	p := planFor(steps, len(results))
+	if s.failNow(p, prompt) {
+		errorStatus(w, "messages", p)
 		return
 	}
 	if !wait(r, p.sleep) {
@@ -194,6 +226,18 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		"id": s.id("msg"), "type": "message", "role": "assistant", "model": req.Model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]any{"input_tokens": inTokens, "output_tokens": 1}}})
 	idx := 0
+	if len(p.think) > 0 {
+		e.event("content_block_start", map[string]any{"type": "content_block_start", "index": idx, "content_block": map[string]any{"type": "thinking", "thinking": "", "signature": ""}})
+		for _, c := range p.think {
+			if !wait(r, p.delay) {
+				return
+			}
+			e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": idx, "delta": map[string]any{"type": "thinking_delta", "thinking": c}})
+		}
+		e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": idx, "delta": map[string]any{"type": "signature_delta", "signature": "sig-" + s.id("th")}})
+		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": idx})
+		idx++
+	}
 	if len(p.chunks) > 0 {
 		e.event("content_block_start", map[string]any{"type": "content_block_start", "index": idx, "content_block": map[string]any{"type": "text", "text": ""}})
 		for _, c := range p.chunks {
@@ -206,9 +250,18 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		idx++
 	}
 	stop := "end_turn"
-	if p.call() {
+	for _, tc := range p.tools {
 		stop = "tool_use"
-		name := toolName(tools, "Bash", "bash")
+		e.event("content_block_start", map[string]any{"type": "content_block_start", "index": idx, "content_block": map[string]any{"type": "tool_use", "id": s.id("toolu"), "name": tc.name, "input": map[string]any{}}})
+		for _, piece := range chunked(tc.args, 16) {
+			e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": idx, "delta": map[string]any{"type": "input_json_delta", "partial_json": piece}})
+		}
+		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": idx})
+		idx++
+	}
+	if p.shell != "" || p.write != nil {
+		stop = "tool_use"
+		name := toolName(tools, "Bash", "bash", "shell")
 		input := map[string]any{"command": p.shell, "description": "Run a command"}
 		if p.write != nil {
 			name, input = toolName(tools, "Write"), map[string]any{"file_path": p.write.path, "content": p.write.text + "\n"}
@@ -248,23 +301,26 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		tools = append(tools, t.Function.Name)
 	}
 	var steps []step
-	var prompt, transcript string
-	results := 0
+	var prompt, transcript, system string
+	var results []string
 	for _, m := range req.Messages {
 		switch m.Role {
 		case "tool":
-			results++
+			results = append(results, textOf(m.Content))
+		case "system", "developer":
+			system += textOf(m.Content)
 		case "user":
 			transcript += textOf(m.Content) + "\n"
 			if text := textOf(m.Content); parse(text) != nil {
-				steps, prompt, results = parse(text), text, 0
+				steps, prompt, results = parse(text), text, nil
 			}
 		}
 	}
-	s.record(Request{API: "chat", Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Model: req.Model, Prompt: prompt, Tools: tools, Transcript: transcript})
-	p := planFor(steps, results)
-	if p.status != 0 {
-		errorStatus(w, "chat", p.status, p.msg)
+	s.record(Request{API: "chat", Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Model: req.Model, Prompt: prompt, Tools: tools,
+		Transcript: transcript, ToolResults: results, System: system})
+	p := planFor(steps, len(results))
+	if s.failNow(p, prompt) {
+		errorStatus(w, "chat", p)
 		return
 	}
 	if !wait(r, p.sleep) {
@@ -280,7 +336,17 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		e.event("", c)
 	}
+	if p.split {
+		s.chatLocal(r, e, chunk, p)
+		return
+	}
 	chunk(map[string]any{"role": "assistant", "content": ""}, nil, nil)
+	for _, c := range p.think {
+		if !wait(r, p.delay) {
+			return
+		}
+		chunk(map[string]any{"reasoning_content": c}, nil, nil)
+	}
 	for _, c := range p.chunks {
 		if !wait(r, p.delay) {
 			return
@@ -288,7 +354,15 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		chunk(map[string]any{"content": c}, nil, nil)
 	}
 	finish := "stop"
-	if p.call() {
+	if len(p.tools) > 0 {
+		finish = "tool_calls"
+		var calls []any
+		for i, tc := range p.tools {
+			calls = append(calls, map[string]any{"index": i, "id": s.id("call"), "type": "function", "function": map[string]any{"name": tc.name, "arguments": tc.args}})
+		}
+		chunk(map[string]any{"tool_calls": calls}, nil, nil)
+	}
+	if p.shell != "" || p.write != nil {
 		finish = "tool_calls"
 		name := toolName(tools, "bash", "shell")
 		args := map[string]any{"command": p.shell, "description": "Run a command"}
@@ -300,5 +374,39 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			"function": map[string]any{"name": name, "arguments": string(b)}}}}, nil, nil)
 	}
 	chunk(map[string]any{}, finish, map[string]any{"prompt_tokens": inTokens, "completion_tokens": outTokens, "total_tokens": inTokens + outTokens})
+	e.raw("[DONE]")
+}
+
+// chatLocal answers in the streaming shape of local model servers: content
+// null beside tool calls, each tool call's id and name in a chunk of its own
+// and its arguments split over the following chunks (an accumulator must
+// join them by index), the finish reason in a chunk without usage, and the
+// usage in a last chunk with no choices.
+func (s *Server) chatLocal(r *http.Request, e *sse, chunk func(delta map[string]any, finish any, usage any), p plan) {
+	chunk(map[string]any{"role": "assistant", "content": nil}, nil, nil)
+	for _, c := range p.think {
+		if !wait(r, p.delay) {
+			return
+		}
+		chunk(map[string]any{"content": nil, "reasoning_content": c}, nil, nil)
+	}
+	for _, c := range p.chunks {
+		if !wait(r, p.delay) {
+			return
+		}
+		chunk(map[string]any{"content": c}, nil, nil)
+	}
+	finish := "stop"
+	for i, tc := range p.tools {
+		finish = "tool_calls"
+		chunk(map[string]any{"content": nil, "tool_calls": []any{map[string]any{"index": i, "id": s.id("call"), "type": "function",
+			"function": map[string]any{"name": tc.name, "arguments": ""}}}}, nil, nil)
+		for _, piece := range chunked(tc.args, 5) {
+			chunk(map[string]any{"content": nil, "tool_calls": []any{map[string]any{"index": i, "function": map[string]any{"arguments": piece}}}}, nil, nil)
+		}
+	}
+	chunk(map[string]any{}, finish, nil)
+	e.event("", map[string]any{"id": "local", "object": "chat.completion.chunk", "created": 0, "model": "local", "choices": []any{},
+		"usage": map[string]any{"prompt_tokens": inTokens, "completion_tokens": outTokens, "total_tokens": inTokens + outTokens}})
 	e.raw("[DONE]")
 }

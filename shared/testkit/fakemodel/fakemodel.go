@@ -19,6 +19,22 @@
 //	                    apply_patch; claude: Write; opencode: write), a
 //	                    tool call as shell is
 //	status <code> [msg] answer with that HTTP error status instead
+//	flaky <code> <n> [s] answer the first n requests that reach this
+//	                    point with that HTTP error status (429 and 5xx with
+//	                    Retry-After: s, default 0), then go on
+//	tool <name> <json>  call the tool <name> with the arguments <json> (the
+//	                    deepcode runtime's own tools: shell, read_file, …);
+//	                    consecutive tool steps are one answer with parallel
+//	                    calls, and the steps after them are the reply to the
+//	                    request that carries all their results
+//	think <text>        stream <text> as a reasoning summary (Responses:
+//	                    reasoning summary; Messages: a thinking block; Chat
+//	                    Completions: reasoning_content) before the answer
+//	split               Chat Completions only: answer in the shape local
+//	                    model servers (llama.cpp, ollama, vLLM) stream: each
+//	                    tool call's id and name in one chunk and its
+//	                    arguments in pieces over the next ones, content
+//	                    null, usage in a last chunk of its own
 //
 // A prompt with no step gets "ok". Lines that are not steps are ignored.
 // The server listens on 127.0.0.1 only.
@@ -35,6 +51,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // Server is a running fake model server.
@@ -42,11 +59,12 @@ type Server struct {
 	// URL is the base URL, http://127.0.0.1:PORT (no /v1).
 	URL string
 
-	srv  *http.Server
-	ln   net.Listener
-	mu   sync.Mutex
-	reqs []Request
-	n    atomic.Int64
+	srv   *http.Server
+	ln    net.Listener
+	mu    sync.Mutex
+	reqs  []Request
+	flaky map[string]int // flaky step → errors answered so far
+	n     atomic.Int64
 }
 
 // Request is a request the server received.
@@ -61,6 +79,12 @@ type Request struct {
 	// earlier turns again).
 	Transcript string
 	Tools      []string
+	// ToolResults are the tool results the request carried after the
+	// script's message, in order: what the runtime told the model its
+	// tools did.
+	ToolResults []string
+	// System is the request's system prompt or instructions.
+	System string
 }
 
 // Start starts a server on 127.0.0.1:0.
@@ -113,7 +137,7 @@ type step struct {
 
 func isStep(verb string) bool {
 	switch verb {
-	case "say", "slow", "sleep", "shell", "write", "status":
+	case "say", "slow", "sleep", "shell", "write", "status", "flaky", "tool", "think", "split":
 		return true
 	}
 	return false
@@ -134,20 +158,31 @@ func parse(text string) []step {
 
 // plan is what one request is answered with.
 type plan struct {
+	think  []string // a reasoning summary, streamed in chunks
 	chunks []string // the text, streamed in chunks
 	delay  time.Duration
 	sleep  time.Duration
 	shell  string // a tool call to end with
 	write  *fileWrite
+	tools  []scriptedCall // parallel calls of the deepcode runtime's tools
+	split  bool
 	status int
 	msg    string
+	// flaky: the status is answered only while fewer than flakyN errors
+	// were answered for flakyKey; retryAfter is its Retry-After.
+	flakyKey   string
+	flakyN     int
+	retryAfter string
 }
+
+// scriptedCall is a tool step: a call of a named tool with JSON arguments.
+type scriptedCall struct{ name, args string }
 
 // fileWrite is a write step: a file the runtime is asked to create.
 type fileWrite struct{ path, text string }
 
 // call reports whether the plan ends with a tool call.
-func (p plan) call() bool { return p.shell != "" || p.write != nil }
+func (p plan) call() bool { return p.shell != "" || p.write != nil || len(p.tools) > 0 }
 
 // patch is the write as an apply_patch patch (codex's format).
 func (f fileWrite) patch() string {
@@ -159,11 +194,31 @@ func (f fileWrite) patch() string {
 func planFor(steps []step, toolResults int) plan {
 	var p plan
 	seen := 0
-	for _, st := range steps {
+	for i := 0; i < len(steps); i++ {
+		st := steps[i]
+		if st.verb == "tool" {
+			// A group of consecutive tool steps is one answer.
+			var group []scriptedCall
+			for ; i < len(steps) && steps[i].verb == "tool"; i++ {
+				name, args, _ := strings.Cut(steps[i].arg, " ")
+				if strings.TrimSpace(args) == "" {
+					args = "{}"
+				}
+				group = append(group, scriptedCall{name: name, args: strings.TrimSpace(args)})
+			}
+			i--
+			if seen < toolResults {
+				seen += len(group)
+				p = plan{delay: p.delay, split: p.split}
+				continue
+			}
+			p.tools = group
+			return p
+		}
 		if st.verb == "shell" || st.verb == "write" {
 			if seen < toolResults {
 				seen++
-				p = plan{delay: p.delay} // what preceded it was said already
+				p = plan{delay: p.delay, split: p.split} // what preceded it was said already
 				continue
 			}
 			if st.verb == "write" {
@@ -175,8 +230,11 @@ func planFor(steps []step, toolResults int) plan {
 			return p
 		}
 		if seen < toolResults {
-			if st.verb == "slow" {
+			switch st.verb {
+			case "slow":
 				p.delay, _ = time.ParseDuration(st.arg)
+			case "split":
+				p.split = true
 			}
 			continue
 		}
@@ -187,6 +245,10 @@ func planFor(steps []step, toolResults int) plan {
 				p.chunks = append(p.chunks, "\n")
 			}
 			p.chunks = append(p.chunks, words...)
+		case "think":
+			p.think = append(p.think, strings.SplitAfter(st.arg, " ")...)
+		case "split":
+			p.split = true
 		case "slow":
 			p.delay, _ = time.ParseDuration(st.arg)
 		case "sleep":
@@ -197,6 +259,26 @@ func planFor(steps []step, toolResults int) plan {
 			p.status, _ = strconv.Atoi(code)
 			p.msg = msg
 			return p
+		case "flaky":
+			f := strings.Fields(st.arg)
+			if len(f) < 2 {
+				continue
+			}
+			code, _ := strconv.Atoi(f[0])
+			n, _ := strconv.Atoi(f[1])
+			p.status, p.flakyN, p.flakyKey = code, n, fmt.Sprintf("%d:%d", i, toolResults)
+			if len(f) > 2 {
+				p.retryAfter = f[2]
+			} else {
+				p.retryAfter = "0"
+			}
+			// The steps after it answer once the errors are spent.
+			rest := planFor(steps[i+1:], 0)
+			rest.think, rest.chunks = append(p.think, rest.think...), append(p.chunks, rest.chunks...)
+			rest.status, rest.flakyN, rest.flakyKey, rest.retryAfter = p.status, p.flakyN, p.flakyKey, p.retryAfter
+			rest.delay, rest.sleep = max(rest.delay, p.delay), rest.sleep+p.sleep
+			rest.split = rest.split || p.split
+			return rest
 		}
 	}
 	if len(p.chunks) == 0 && !p.call() && p.status == 0 && toolResults == 0 {
@@ -206,6 +288,28 @@ func planFor(steps []step, toolResults int) plan {
 		p.chunks = []string{"done"}
 	}
 	return p
+}
+
+// failNow reports whether the plan answers this request with its error
+// status (a flaky step counts the errors it answered).
+func (s *Server) failNow(p plan, prompt string) bool {
+	if p.status == 0 {
+		return false
+	}
+	if p.flakyKey == "" {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.flaky == nil {
+		s.flaky = map[string]int{}
+	}
+	key := p.flakyKey + "\x00" + prompt
+	if s.flaky[key] >= p.flakyN {
+		return false
+	}
+	s.flaky[key]++
+	return true
 }
 
 // wait sleeps d unless the client went away; it reports whether to go on.
@@ -255,12 +359,16 @@ func (s *sse) raw(data string) {
 	}
 }
 
-func errorStatus(w http.ResponseWriter, api string, code int, msg string) {
+func errorStatus(w http.ResponseWriter, api string, p plan) {
+	code, msg := p.status, p.msg
 	if msg == "" {
 		msg = http.StatusText(code)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	if code == http.StatusTooManyRequests {
+	switch {
+	case p.flakyKey != "" && (code == http.StatusTooManyRequests || code >= 500):
+		w.Header().Set("Retry-After", p.retryAfter)
+	case code == http.StatusTooManyRequests:
 		w.Header().Set("Retry-After", "1")
 	}
 	w.WriteHeader(code)
@@ -294,6 +402,23 @@ const (
 	inTokens  = 11
 	outTokens = 7
 )
+
+// chunked splits s into pieces of at most n bytes (whole runes).
+func chunked(s string, n int) []string {
+	var out []string
+	for len(s) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		if cut == 0 {
+			cut = n
+		}
+		out = append(out, s[:cut])
+		s = s[cut:]
+	}
+	return append(out, s)
+}
 
 // textOf flattens a message content: a string or a list of parts.
 func textOf(content json.RawMessage) string {

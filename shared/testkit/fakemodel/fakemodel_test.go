@@ -124,3 +124,86 @@ func TestWriteToolCalls(t *testing.T) {
 		})
 	}
 }
+
+func TestPlanForToolGroupsAndFlaky(t *testing.T) {
+	steps := parse("think hmm\nsay looking\ntool read_file {\"path\":\"a\"}\ntool list {}\nsay between\ntool grep {\"pattern\":\"x\"}\nflaky 429 2 1\nsay end")
+	p := planFor(steps, 0)
+	if strings.Join(p.think, "") != "hmm" || strings.Join(p.chunks, "") != "looking" || len(p.tools) != 2 ||
+		p.tools[0] != (scriptedCall{"read_file", `{"path":"a"}`}) || p.tools[1] != (scriptedCall{"list", "{}"}) {
+		t.Fatalf("first answer: %+v", p)
+	}
+	p = planFor(steps, 2)
+	if strings.Join(p.chunks, "") != "between" || len(p.tools) != 1 || p.tools[0].name != "grep" {
+		t.Fatalf("after the parallel calls' results: %+v", p)
+	}
+	p = planFor(steps, 3)
+	if p.status != 429 || p.flakyN != 2 || p.retryAfter != "1" || strings.Join(p.chunks, "") != "end" {
+		t.Fatalf("flaky: %+v", p)
+	}
+	s := &Server{}
+	for i, want := range []bool{true, true, false, false} {
+		if got := s.failNow(p, "prompt"); got != want {
+			t.Fatalf("request %d: failNow = %v, want %v", i, got, want)
+		}
+	}
+	if !s.failNow(p, "another prompt") {
+		t.Fatal("a flaky step's errors are counted per prompt")
+	}
+}
+
+// TestLocalChatShape: with split, tool call arguments arrive in pieces
+// keyed by index, and usage in a chunk without choices.
+func TestLocalChatShape(t *testing.T) {
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	prompt, _ := json.Marshal("split\ntool read_file {\"path\":\"notes.txt\"}\ntool list {\"path\":\".\"}")
+	resp, err := http.Post(s.URL+"/v1/chat/completions", "application/json", bytes.NewBufferString(`{"model":"m","messages":[{"role":"user","content":`+string(prompt)+`}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	args := map[int]string{}
+	names := map[int]string{}
+	pieces, usageAlone := 0, false
+	for _, line := range strings.Split(string(b), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					ToolCalls []struct {
+						Index    int `json:"index"`
+						Function struct{ Name, Arguments string }
+					} `json:"tool_calls"`
+				} `json:"delta"`
+			} `json:"choices"`
+			Usage *struct {
+				TotalTokens int `json:"total_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Usage != nil && len(c.Choices) == 0 {
+			usageAlone = true
+		}
+		for _, ch := range c.Choices {
+			for _, tc := range ch.Delta.ToolCalls {
+				names[tc.Index] += tc.Function.Name
+				args[tc.Index] += tc.Function.Arguments
+				if tc.Function.Arguments != "" {
+					pieces++
+				}
+			}
+		}
+	}
+	if names[0] != "read_file" || args[0] != `{"path":"notes.txt"}` || names[1] != "list" || args[1] != `{"path":"."}` || pieces < 4 || !usageAlone {
+		t.Fatalf("names %v args %v pieces %d usage alone %v:\n%s", names, args, pieces, usageAlone, b)
+	}
+}
