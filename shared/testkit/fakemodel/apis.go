@@ -194,17 +194,27 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		}
 		var parts []struct {
 			Type    string          `json:"type"`
+			Text    string          `json:"text"`
 			Content json.RawMessage `json:"content"`
 		}
-		_ = json.Unmarshal(m.Content, &parts)
-		for _, p := range parts {
-			if p.Type == "tool_result" {
-				results = append(results, textOf(p.Content))
-			}
-		}
 		transcript += textOf(m.Content) + "\n"
-		if text := textOf(m.Content); parse(text) != nil {
-			steps, prompt, results = parse(text), text, nil
+		if json.Unmarshal(m.Content, &parts) != nil {
+			// A string content.
+			if text := textOf(m.Content); parse(text) != nil {
+				steps, prompt, results = parse(text), text, nil
+			}
+			continue
+		}
+		// One message may hold tool results and text blocks (the
+		// runtime's consecutive user entries): each text block counts as a
+		// message of its own.
+		for _, p := range parts {
+			switch {
+			case p.Type == "tool_result":
+				results = append(results, textOf(p.Content))
+			case p.Type == "text" && parse(p.Text) != nil:
+				steps, prompt, results = parse(p.Text), p.Text, nil
+			}
 		}
 	}
 	auth := r.Header.Get("x-api-key")

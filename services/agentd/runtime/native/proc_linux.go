@@ -1,0 +1,5 @@
+package native
+
+import "syscall"
+
+func setParentDeathSignal(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }
