@@ -4,7 +4,13 @@ package main
 
 import (
 	"github.com/deepcode-dev/deepcode/services/agentd"
+	"github.com/deepcode-dev/deepcode/services/agentd/runtime/native"
 	"github.com/deepcode-dev/deepcode/shared/service"
 )
 
-func main() { service.Main(agentd.Spec()) }
+func main() {
+	// Started as the deepcode provider's sandbox helper, it restricts
+	// itself and becomes the sandboxed command instead.
+	native.SandboxMain()
+	service.Main(agentd.Spec())
+}

@@ -287,6 +287,9 @@ func (a *Agentd) recover(ctx context.Context) error {
 		rows.Close()
 		crashed := &TurnError{Code: errs.WorkerCrashed, Message: "agentd stopped while this turn ran; its outcome is unknown and it was not run again", Retryable: false}
 		for _, x := range ts {
+			if err := recoverToolCalls(w, x.thread, x.id); err != nil {
+				return err
+			}
 			if err := finishTurn(w, x.thread, x.id, StatusInterrupted, crashed); err != nil {
 				return err
 			}

@@ -155,6 +155,7 @@ func (a *Agentd) methods(mux *rpc.Mux) {
 		return map[string]any{"item": r.Item}, nil
 	}))
 	mux.Handle(api.MethodEventReplay, rpc.Method(a.replay))
+	a.blobMethods(mux)
 	mux.Handle(api.MethodApprovalList, rpc.Method(func(ctx context.Context, p struct {
 		ThreadID string `json:"threadId,omitempty"`
 	}) (map[string]any, error) {
@@ -290,7 +291,7 @@ func (a *Agentd) createThread(ctx context.Context, p ThreadStartParams, kind str
 		return Thread{}, err
 	}
 	if p.Profile == "" {
-		p.Profile = "shell"
+		p.Profile = a.cfg.DefaultProfile()
 	}
 	if err := a.checkProfile(p.Profile); err != nil {
 		return Thread{}, err

@@ -55,6 +55,8 @@ func providerFor(p config.Profile) (Provider, error) {
 		return claudeProvider{}, nil
 	case "opencode":
 		return opencodeProvider{}, nil
+	case "deepcode":
+		return nativeProvider{}, nil
 	}
 	return nil, errs.New(errs.ProviderUnavailable, "provider %q is not available in this build", p.Provider)
 }

@@ -203,7 +203,7 @@ func (s *Scheduler) create(ctx context.Context, p CreateParams) (map[string]any,
 		return nil, err
 	}
 	if p.Profile == "" {
-		p.Profile = "shell"
+		p.Profile = s.svc.Config.DefaultProfile()
 	}
 	if err := s.checkProfile(p.Profile); err != nil {
 		return nil, err

@@ -43,7 +43,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	}
 	var steps []step
 	var prompt, transcript string
-	var results []string
+	var results, all []string
 	for _, raw := range req.Input {
 		var it struct {
 			Type    string          `json:"type"`
@@ -60,10 +60,11 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 			}
 		case it.Type == "function_call_output" || it.Type == "custom_tool_call_output" || it.Type == "local_shell_call_output":
 			results = append(results, textOf(it.Output))
+			all = append(all, textOf(it.Output))
 		}
 	}
 	s.record(Request{API: "responses", Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Model: req.Model, Prompt: prompt, Tools: tools,
-		Transcript: transcript, ToolResults: results, System: req.Instructions})
+		Transcript: transcript, ToolResults: results, AllToolResults: all, System: req.Instructions})
 	p := planFor(steps, len(results))
 	if s.failNow(p, prompt) {
 		errorStatus(w, "responses", p)
@@ -187,7 +188,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	var steps []step
 	var prompt, transcript string
-	var results []string
+	var results, all []string
 	for _, m := range req.Messages {
 		if m.Role != "user" {
 			continue
@@ -212,6 +213,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 			switch {
 			case p.Type == "tool_result":
 				results = append(results, textOf(p.Content))
+				all = append(all, textOf(p.Content))
 			case p.Type == "text" && parse(p.Text) != nil:
 				steps, prompt, results = parse(p.Text), p.Text, nil
 			}
@@ -222,7 +224,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		auth = r.Header.Get("Authorization")
 	}
 	s.record(Request{API: "messages", Path: r.URL.Path, Auth: auth, Model: req.Model, Prompt: prompt, Tools: tools,
-		Transcript: transcript, ToolResults: results, System: textOf(req.System)})
+		Transcript: transcript, ToolResults: results, AllToolResults: all, System: textOf(req.System)})
 	p := planFor(steps, len(results))
 	if s.failNow(p, prompt) {
 		errorStatus(w, "messages", p)
@@ -312,11 +314,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	var steps []step
 	var prompt, transcript, system string
-	var results []string
+	var results, all []string
 	for _, m := range req.Messages {
 		switch m.Role {
 		case "tool":
 			results = append(results, textOf(m.Content))
+			all = append(all, textOf(m.Content))
 		case "system", "developer":
 			system += textOf(m.Content)
 		case "user":
@@ -327,7 +330,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.record(Request{API: "chat", Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Model: req.Model, Prompt: prompt, Tools: tools,
-		Transcript: transcript, ToolResults: results, System: system})
+		Transcript: transcript, ToolResults: results, AllToolResults: all, System: system})
 	p := planFor(steps, len(results))
 	if s.failNow(p, prompt) {
 		errorStatus(w, "chat", p)

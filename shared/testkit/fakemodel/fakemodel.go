@@ -83,6 +83,9 @@ type Request struct {
 	// script's message, in order: what the runtime told the model its
 	// tools did.
 	ToolResults []string
+	// AllToolResults are every tool result the request carried, earlier
+	// prompts' too.
+	AllToolResults []string
 	// System is the request's system prompt or instructions.
 	System string
 }

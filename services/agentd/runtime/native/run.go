@@ -130,6 +130,7 @@ func (r *runner) ask(ctx context.Context, step int) (answer, error) {
 	}
 	system := r.system()
 	entries, tp := trim(r.conv, max(budget-len(system)/4, budget/2), r.t.TurnID)
+	tp.Budget = budget
 	if tp.DroppedTurns > r.trimmed {
 		r.trimmed = tp.DroppedTurns
 		id := r.h.StartItem(KindContextTrimmed, tp)

@@ -20,14 +20,20 @@ import (
 // applied in the child, never in agentd.
 const SandboxArg = "__deepcode-sandbox"
 
-// SandboxMain runs the sandbox helper and exits when the process was
-// started as one (see SandboxArg); otherwise it returns at once. agentd's
+// SandboxMain runs the sandbox helper or the group helper and exits when
+// the process was started as one (see SandboxArg, GroupArg); otherwise it
+// returns at once. agentd's
 // main (and the tests' TestMain) call it first.
 func SandboxMain() {
-	if len(os.Args) < 2 || os.Args[1] != SandboxArg {
+	if len(os.Args) < 2 {
 		return
 	}
-	os.Exit(sandboxExec(os.Args[2:]))
+	switch os.Args[1] {
+	case SandboxArg:
+		os.Exit(sandboxExec(os.Args[2:]))
+	case GroupArg:
+		os.Exit(groupExec(os.Args[2:]))
+	}
 }
 
 func sandboxExec(args []string) int {

@@ -2,11 +2,18 @@
 
 package native
 
+import "os"
+
 // SandboxArg names the sandbox helper (Linux only).
 const SandboxArg = "__deepcode-sandbox"
 
-// SandboxMain does nothing where there is no sandbox.
-func SandboxMain() {}
+// SandboxMain runs the group helper when the process was started as one
+// (see GroupArg); there is no sandbox helper without Linux.
+func SandboxMain() {
+	if len(os.Args) > 1 && os.Args[1] == GroupArg {
+		os.Exit(groupExec(os.Args[2:]))
+	}
+}
 
 // sandboxArgv: the sandbox is Landlock, Linux only.
 func sandboxArgv(_, _ string, _ bool, argv []string) ([]string, string) {

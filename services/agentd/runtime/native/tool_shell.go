@@ -90,6 +90,7 @@ func runShell(ctx context.Context, tc *toolCtx) toolResult {
 		argv, note = sandboxArgv(tc.t.Workspace, tmp, tc.t.Profile.Network, argv)
 		tc.payload.Sandbox = note
 	}
+	argv = groupArgv(argv)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = tc.shell.cwd
 	cmd.Env = append(append([]string(nil), tc.t.ToolEnv...), "TMPDIR="+tmp)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
@@ -258,10 +257,4 @@ func validUTF8Suffix(s string) string {
 		s = s[1:]
 	}
 	return s
-}
-
-// fileInfo is a helper to say whether path exists.
-func exists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
 }
