@@ -10,6 +10,7 @@ import (
 
 	"github.com/deepcode-dev/deepcode/services/agentd"
 	"github.com/deepcode-dev/deepcode/services/agentd/runtime/native"
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/testkit"
 	"github.com/deepcode-dev/deepcode/shared/testkit/fakemodel"
@@ -203,6 +204,17 @@ func TestNativeProvider(t *testing.T) {
 		if pids := processesRunning(rig.env, "sleep 600"); len(pids) != 0 {
 			t.Fatalf("the command still runs: %v", pids)
 		}
+		// The whole output is the item's blob.
+		var blob api.TurnItemBlobResult
+		c.must(api.MethodTurnItemBlob, api.TurnItemBlobParams{ThreadID: th.ID, TurnID: turn.ID, ItemID: tools[0].ID, Name: "output"}, &blob)
+		if string(blob.Data) != "begun\n" || blob.Size != 6 || !blob.EOF {
+			t.Fatalf("blob %+v", blob)
+		}
+		c.fail(api.MethodTurnItemBlob, api.TurnItemBlobParams{ThreadID: th.ID, TurnID: turn.ID, ItemID: tools[0].ID, Name: "before"}, errs.NotFound)
+		c.fail(api.MethodTurnItemBlob, api.TurnItemBlobParams{ThreadID: th.ID, TurnID: turn.ID, ItemID: tools[0].ID, Name: "passwd"}, errs.InvalidParams)
+		c.fail(api.MethodTurnItemBlob, api.TurnItemBlobParams{ThreadID: th.ID, TurnID: turn.ID, ItemID: "item_x", Name: "output"}, errs.NotFound)
+		c.fail(api.MethodTurnItemBlob, api.TurnItemBlobParams{ThreadID: th.ID, TurnID: turn.ID, ItemID: tools[0].ID, Name: "output", Offset: 99}, errs.InvalidParams)
+		c.fail(api.MethodTurnItemBlob, api.TurnItemBlobParams{ThreadID: th.ID, TurnID: turn.ID, ItemID: tools[0].ID, Name: "output", MaxBytes: 1 << 30}, errs.InvalidParams)
 	})
 
 	t.Run("model errors", func(t *testing.T) {
