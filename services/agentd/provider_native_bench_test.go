@@ -103,13 +103,17 @@ func BenchmarkNativeTurn(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		var d, s time.Duration
+		// A thread of its own for each measured turn: the model gets the
+		// same one message as the direct request (a thread's later turns
+		// send its whole history, as they must).
+		fresh := c.thread(wsDir, "native")
 		c0 := cpuTime(agentdPID)
 		if i%2 == 0 {
-			d = c.turn(th, prompt)
+			d = c.turn(fresh, prompt)
 			s = direct()
 		} else {
 			s = direct()
-			d = c.turn(th, prompt)
+			d = c.turn(fresh, prompt)
 		}
 		c1 := cpuTime(agentdPID)
 		script = append(script, c.turn(scriptTh, prompt))

@@ -125,7 +125,7 @@ from stdin.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&profile, "profile", "", `the agent profile (default "shell")`)
+	f.StringVar(&profile, "profile", "", `the agent profile (default: "deepcode" once [profiles.deepcode] names a model, else "shell")`)
 	f.StringVar(&provider, "provider", "", "a provider (exec, script, …): the profile named after it, or the first that uses it")
 	f.StringVar(&workspace, "workspace", "", "the workspace folder (default: the current directory)")
 	f.BoolVar(&trust, "trust", false, "trust the workspace (an explicit grant, recorded once)")

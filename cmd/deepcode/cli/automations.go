@@ -184,7 +184,7 @@ Examples:
 	f.StringVar(&zone, "tz", "", "the time zone the expression is read in, an IANA name (default: this machine's)")
 	f.StringVar(&name, "name", "", "a name (default: the prompt's first line)")
 	f.StringVar(&workspace, "workspace", "", "the workspace folder (default: the current directory)")
-	f.StringVar(&profile, "profile", "", `the agent profile (default "shell")`)
+	f.StringVar(&profile, "profile", "", `the agent profile (default: "deepcode" once [profiles.deepcode] names a model, else "shell")`)
 	f.StringVar(&missed, "missed", "skip", "occurrences missed while the service was stopped or draining: skip, or run-once (run the latest once)")
 	f.BoolVar(&trust, "trust", false, "trust the workspace (an explicit grant, recorded once)")
 	a.jsonFlag(cmd)

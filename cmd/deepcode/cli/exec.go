@@ -36,8 +36,11 @@ func (a *app) execCommand() *cobra.Command {
 needed) and follow it to its end.
 
 The task's words are joined with spaces; "-" alone reads the task from stdin.
-The default profile "shell" runs the task as a /bin/sh command line; --profile
-selects another configured profile (e.g. "script").
+The default profile is "deepcode", agentd's own agent, once a model is
+configured for it ([profiles.deepcode] model, base_url and api in
+config.toml; see docs/PROVIDERS.md), else "shell", which runs the task as a
+/bin/sh command line; --profile selects another configured profile (e.g.
+"script").
 
 In the foreground the output is rendered from the durable event log: agent
 messages and command stdout go to stdout, command stderr to stderr. A lost
@@ -78,7 +81,7 @@ so later runs need no flag).`,
 	f.BoolVar(&o.detach, "detach", false, "start the turn and return at once with its thread and turn ids")
 	f.BoolVar(&o.trust, "trust", false, "trust the workspace (an explicit grant, recorded once)")
 	f.StringVar(&o.workspace, "workspace", "", "the workspace folder (default: the current directory)")
-	f.StringVar(&o.profile, "profile", "", `the agent profile (default "shell")`)
+	f.StringVar(&o.profile, "profile", "", `the agent profile (default: "deepcode" once [profiles.deepcode] names a model, else "shell")`)
 	f.BoolVar(&a.jsonOut, "json", false, "print one JSON value (ids with --detach, the outcome otherwise)")
 	return cmd
 }

@@ -48,7 +48,7 @@ func tuiFlags(cmd *cobra.Command, o *tuiOptions) {
 	f := cmd.Flags()
 	f.BoolVar(&o.trust, "trust", false, "trust the workspace of new threads (an explicit grant, recorded once)")
 	f.StringVar(&o.workspace, "workspace", "", "the workspace of new threads (default: the current directory)")
-	f.StringVar(&o.profile, "profile", "", `the agent profile of new threads (default "shell")`)
+	f.StringVar(&o.profile, "profile", "", `the agent profile of new threads (default: "deepcode" once [profiles.deepcode] names a model, else "shell")`)
 }
 
 func (a *app) tuiCommand() *cobra.Command {
