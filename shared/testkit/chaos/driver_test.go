@@ -1,0 +1,457 @@
+//go:build linux
+
+package chaos_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/api"
+	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/mgmt"
+)
+
+// statusOut is what `service status --json` prints.
+type statusOut struct {
+	Running bool `json:"running"`
+	mgmt.Status
+}
+
+// status runs `service status --json`; ok is false unless it answered
+// with a status (exit 0 or 3).
+func (s *suite) status() (statusOut, int, bool) {
+	r := s.env.Run("service", "status", "--json")
+	var st statusOut
+	if r.Code != 0 && r.Code != 3 {
+		return st, r.Code, false
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil {
+		return st, r.Code, false
+	}
+	return st, r.Code, true
+}
+
+// servicesUp: the processes the driver may kill all run.
+var servicesUp = []string{"manager", "gateway", "scheduler", "agentd", "termhost"}
+
+// waitHealthy waits until status reports a ready instance with every
+// service running (the workload starts the on-demand ones).
+func (s *suite) waitHealthy(bound time.Duration) (statusOut, error) {
+	deadline := time.Now().Add(bound)
+	var last string
+	for time.Now().Before(deadline) {
+		st, code, ok := s.status()
+		switch {
+		case !ok:
+			last = fmt.Sprintf("status exit %d", code)
+		case !st.Running || !st.Ready || st.Phase != mgmt.PhaseRunning:
+			last = fmt.Sprintf("running %v ready %v phase %s", st.Running, st.Ready, st.Phase)
+		default:
+			missing := ""
+			for _, name := range servicesUp {
+				if sv := st.Services[name]; sv.State != "running" || sv.PID == 0 {
+					missing += fmt.Sprintf(" %s=%s", name, sv.State)
+				}
+			}
+			if missing == "" {
+				return st, nil
+			}
+			last = "not running:" + missing
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return statusOut{}, fmt.Errorf("not healthy after %s: %s", bound, last)
+}
+
+// runTrial injects one fault and checks the invariants after it.
+func (s *suite) runTrial(tr *trial) {
+	s.mu.Lock()
+	s.current = tr.n
+	s.mu.Unlock()
+	ctx := context.Background()
+	before := len(s.rec.all())
+	defer func() { tr.accepts = len(s.rec.all()) - before }()
+
+	st, err := s.waitHealthy(guard)
+	if err != nil {
+		s.violate(tr.n, invRecovers, "before the fault: %v", err)
+		tr.aborted = true
+		return
+	}
+	s.gate.resume()
+	s.startLong(ctx, tr)
+	// A keyed manual run of the automation, besides its schedule.
+	go func() {
+		l := newLink(s.layout, "manual")
+		defer l.close()
+		s.manualRun(ctx, l, fmt.Sprintf("manual-%02d", tr.n))
+	}()
+
+	tr.delay = 300*time.Millisecond + time.Duration(s.rng.Int64N(int64(3700*time.Millisecond)))
+	time.Sleep(tr.delay)
+	// Fresh pids: the workload may have restarted an on-demand service.
+	if st, err = s.waitHealthy(guard); err != nil {
+		s.violate(tr.n, invRecovers, "at the fault: %v", err)
+		tr.aborted = true
+		return
+	}
+	service, sig := target(tr.kind)
+	tr.pid = st.PID
+	if service != "supervisor" {
+		tr.pid = st.Services[service].PID
+	}
+	if name := procName(tr.pid); name != "deepcode-"+service {
+		s.violate(tr.n, invRecovers, "pid %d of %s is %q", tr.pid, service, name)
+		tr.aborted = true
+		return
+	}
+	earlier := s.pidsOf("deepcode-" + service)
+	var instance []int
+	if service == "supervisor" {
+		instance = s.env.Processes()
+	}
+	if err := syscall.Kill(tr.pid, sig); err != nil {
+		s.t.Fatalf("kill %d: %v", tr.pid, err)
+	}
+	tr.killed = time.Now()
+
+	switch tr.kind {
+	case killSupervisor:
+		s.watchOrphans(tr, instance)
+		s.restartInstance(tr)
+	}
+	grace := make(chan time.Duration, 1)
+	if tr.kind == termAgentd {
+		go func() { grace <- timeGone(tr.pid, tr.killed) }()
+	} else {
+		grace <- 0
+	}
+	s.probe(tr, service, earlier)
+	// A SIGTERM trial ends once the stopped agentd has gone.
+	if tr.graceExit = <-grace; tr.graceExit < 0 {
+		tr.note("the SIGTERMed agentd (pid %d) still runs %s later", tr.pid, guard)
+	}
+	if tr.accepted.IsZero() {
+		tr.aborted = true
+	} else if tr.recovery > recoveryBound {
+		s.violate(tr.n, invRecovery, "%s: the first write was accepted %.2fs after the restart (%.2fs after the fault); refused meanwhile: %s",
+			tr.kind, tr.recovery.Seconds(), tr.outage.Seconds(), fmtCounts(tr.probeErrors))
+	}
+	// The workload goes on a little after the recovery, then the checks.
+	time.Sleep(1500 * time.Millisecond)
+	if n := s.gate.pause(clients, 30*time.Second); n < clients {
+		tr.note("only %d of %d clients paused within 30 s", n, clients)
+	}
+	s.check(tr)
+}
+
+// target is the process and signal of a kind of fault.
+func target(kind string) (string, syscall.Signal) {
+	switch kind {
+	case termAgentd:
+		return "agentd", syscall.SIGTERM
+	default:
+		return strings.TrimPrefix(kind, "kill-"), syscall.SIGKILL
+	}
+}
+
+// restartInstance runs `service start` at once after a supervisor kill, as
+// a user (or a service manager) would, until it succeeds.
+func (s *suite) restartInstance(tr *trial) {
+	deadline := time.Now().Add(guard)
+	for time.Now().Before(deadline) {
+		r := s.env.Run("service", "start", "--json")
+		if r.Code == 0 {
+			tr.restart = time.Now()
+			return
+		}
+		tr.startErrors = append(tr.startErrors, fmt.Sprintf("exit %d: %s", r.Code, strings.TrimSpace(firstLine(r.Stdout+r.Stderr))))
+		time.Sleep(200 * time.Millisecond)
+	}
+	tr.note("service start failed for %s: %s", guard, strings.Join(tr.startErrors, "; "))
+}
+
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	if len(first) > 300 {
+		first = first[:300]
+	}
+	return first
+}
+
+// probe sends the write the fault interrupted until it is accepted: a new
+// client each attempt (a fresh identity check and connection, as a client
+// started after the fault). The write is the killed service's own: a
+// terminal for termhost, a keyed automation run for the scheduler, a keyed
+// turn otherwise.
+func (s *suite) probe(tr *trial, service string, earlier map[int]bool) {
+	ctx := context.Background()
+	tr.probeErrors = map[string]int{}
+	key := fmt.Sprintf("probe-%02d", tr.n)
+	deadline := time.Now().Add(guard)
+	var enq submitParams
+	if service != "termhost" && service != "scheduler" {
+		enq = submitParams{ThreadID: s.probeThread, MessageID: key, Input: input{Text: "append marks.txt " + key + "\nsay probe"}}
+		s.rec.task(key, task{workspace: s.probeSpace, thread: s.probeThread})
+	}
+	for time.Now().Before(deadline) {
+		l := newLink(s.layout, "probe")
+		var err error
+		switch service {
+		case "termhost":
+			var c terminalCreated
+			err = l.call(ctx, api.MethodTerminalCreate, terminalCreate{ThreadID: s.probeThread, Cols: 80, Rows: 24,
+				Command: []string{"/bin/sh", "-c", "echo probe"}}, &c)
+			if err == nil {
+				tr.accepted = time.Now()
+				_ = l.call(ctx, api.MethodTerminalClose, terminalRef{ThreadID: s.probeThread, TerminalID: c.TerminalID}, nil)
+			}
+		case "scheduler":
+			p := runParams{AutomationID: s.automationID, RequestID: key}
+			var res runResult
+			if err = l.call(ctx, api.MethodAutomationRun, p, &res); err == nil {
+				tr.accepted = time.Now()
+				s.rec.accept(mutation{trial: tr.n, kind: "run", method: api.MethodAutomationRun, params: p,
+					run: res.Run.ID, automation: s.automationID, request: key})
+			}
+		default:
+			var res submitResult
+			if err = l.call(ctx, api.MethodTurnEnqueue, enq, &res); err == nil {
+				tr.accepted = time.Now()
+				s.rec.accept(mutation{trial: tr.n, kind: "enqueue", method: api.MethodTurnEnqueue, params: enq,
+					thread: s.probeThread, message: key, turn: res.Turn.ID})
+			}
+		}
+		l.close()
+		if err == nil {
+			break
+		}
+		tr.probeErrors[codeOf(err)]++
+		if !retryable(err) && !errs.Is(err, errs.ServiceNotRunning) {
+			tr.note("the probe's %s was refused for good: %v", service, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if tr.accepted.IsZero() {
+		s.violate(tr.n, invRecovers, "%s: no write accepted within %s of the fault; refused: %s", tr.kind, guard, fmtCounts(tr.probeErrors))
+		return
+	}
+	tr.outage = tr.accepted.Sub(tr.killed)
+	if tr.kind != killSupervisor {
+		// The restart is the new process's start.
+		tr.restart = tr.killed
+		if pid, at, ok := s.newest("deepcode-"+service, earlier); ok {
+			tr.restart = at
+			_ = pid
+		} else {
+			tr.note("no new deepcode-%s process was found; recovery counted from the fault", service)
+		}
+	}
+	if tr.restart.IsZero() {
+		tr.restart = tr.killed
+	}
+	tr.recovery = max(tr.accepted.Sub(tr.restart), 0)
+}
+
+// timeGone waits (bounded) for pid to exit and returns when it did,
+// counted from since; -1 if it still runs.
+func timeGone(pid int, since time.Time) time.Duration {
+	for time.Since(since) < guard {
+		if !alive(pid) {
+			return time.Since(since)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return -1
+}
+
+// orphanRecord is how long a process of a killed supervisor's instance
+// lived on.
+type orphanRecord struct {
+	trial    int
+	name     string
+	lifetime time.Duration
+}
+
+// watchOrphans follows the processes of the instance whose supervisor was
+// killed until they exit.
+func (s *suite) watchOrphans(tr *trial, pids []int) {
+	var left []int
+	names := map[int]string{}
+	for _, p := range pids {
+		if p != tr.pid {
+			left = append(left, p)
+			names[p] = procName(p)
+		}
+	}
+	go func() {
+		for time.Since(tr.killed) < 2*guard && len(left) > 0 {
+			left = slices.DeleteFunc(left, func(p int) bool {
+				if alive(p) {
+					return false
+				}
+				s.mu.Lock()
+				s.orphans = append(s.orphans, orphanRecord{trial: tr.n, name: names[p], lifetime: time.Since(tr.killed)})
+				s.mu.Unlock()
+				return true
+			})
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+}
+
+// pidsOf lists the live processes of the instance named name.
+func (s *suite) pidsOf(name string) map[int]bool {
+	out := map[int]bool{}
+	for _, p := range s.env.Processes() {
+		if procName(p) == name {
+			out[p] = true
+		}
+	}
+	return out
+}
+
+// newest is the latest-started live process named name that is not in
+// earlier, and its start time.
+func (s *suite) newest(name string, earlier map[int]bool) (int, time.Time, bool) {
+	var best int
+	var at time.Time
+	for p := range s.pidsOf(name) {
+		if earlier[p] {
+			continue
+		}
+		if t, ok := procStart(p); ok && t.After(at) {
+			best, at = p, t
+		}
+	}
+	return best, at, best != 0
+}
+
+// procName is the base name of pid's executable as its command line names
+// it ("" when it is gone).
+func procName(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	first, _, _ := bytes.Cut(b, []byte{0})
+	return filepath.Base(string(first))
+}
+
+// procStat returns the fields of /proc/pid/stat after the command name.
+func procStat(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
+}
+
+// alive: pid runs and is not a zombie.
+func alive(pid int) bool {
+	f := procStat(pid)
+	return len(f) > 0 && f[0] != "Z"
+}
+
+var (
+	bootOnce sync.Once
+	bootTime time.Time
+)
+
+// procStart is when pid started (field 22 of /proc/pid/stat, in clock
+// ticks since boot: Linux reports them at USER_HZ, 100 a second).
+func procStart(pid int) (time.Time, bool) {
+	bootOnce.Do(func() {
+		f, err := os.Open("/proc/stat")
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "btime "); ok {
+				if sec, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+					bootTime = time.Unix(sec, 0)
+				}
+			}
+		}
+	})
+	f := procStat(pid)
+	// f[0] is field 3 (state): starttime, field 22, is f[19].
+	if bootTime.IsZero() || len(f) < 20 {
+		return time.Time{}, false
+	}
+	ticks, err := strconv.ParseInt(f[19], 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return bootTime.Add(time.Duration(ticks) * 10 * time.Millisecond), true
+}
+
+// finish stops the workload, lets every accepted turn end, checks once
+// more, stops the instance and checks that nothing of it is left.
+func (s *suite) finish(stopWorkload context.CancelFunc, wg *sync.WaitGroup) {
+	s.mu.Lock()
+	s.current = 0
+	s.mu.Unlock()
+	ctx := context.Background()
+	final := &trial{n: 0, kind: "final"}
+	if n := s.gate.pause(clients, 30*time.Second); n < clients {
+		final.note("only %d of %d clients paused within 30 s", n, clients)
+	}
+	if _, err := s.waitHealthy(guard); err != nil {
+		s.violate(0, invRecovers, "after the last trial: %v", err)
+	}
+	l := newLink(s.layout, "final")
+	if err := s.retrying(ctx, l, "automation/pause", automationRef{AutomationID: s.automationID}, nil, guard); err != nil {
+		s.violate(0, invRecovers, "automation/pause: %v", err)
+	}
+	l.close()
+	// The approver still answers: every turn can end.
+	active, err := s.waitTurnsEnd(2 * guard)
+	if err != nil {
+		s.violate(0, invTurnsEnd, "%v", err)
+	} else if len(active) > 0 {
+		s.violate(0, invTurnsEnd, "%d turns are still active %s after the workload stopped: %s", len(active), 2*guard, strings.Join(active, "; "))
+	}
+	stopWorkload()
+	s.gate.resume()
+	wg.Wait()
+	s.check(final)
+
+	r := s.env.Run("service", "stop", "--json")
+	if r.Code != 0 {
+		s.violate(0, invNoProcessLeft, "service stop: exit %d: %s", r.Code, firstLine(r.Stdout+r.Stderr))
+	}
+	// The processes have been waited for by their supervisor when stop
+	// answers; a moment is left for the kernel to reap them.
+	time.Sleep(time.Second)
+	if left := s.env.Processes(); len(left) > 0 {
+		var names []string
+		for _, p := range left {
+			names = append(names, fmt.Sprintf("%d %s", p, procName(p)))
+		}
+		s.violate(0, invNoProcessLeft, "still running after service stop answered: %s", strings.Join(names, ", "))
+		s.env.KillAll()
+	}
+	s.checkIntegrity(0)
+	s.scanLog(0)
+	for _, n := range final.notes {
+		s.t.Logf("final: note: %s", n)
+	}
+}
