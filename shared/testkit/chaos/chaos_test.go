@@ -224,9 +224,16 @@ type trial struct {
 	startErrors []string // failed `service start` attempts (kill-supervisor)
 	graceExit   time.Duration
 	crashed     int // turns recorded WORKER_CRASHED because of this trial
-	accepts     int // mutations accepted during the trial
-	aborted     bool
-	notes       []string
+	crashedKeys []string
+	// statusReady is what status said while writes were refused with
+	// LEASE_HELD ("" if it was not asked).
+	statusReady   string
+	readyClaim    string // status said ready after the last LEASE_HELD
+	statusFlagged bool
+	statusAsked   time.Time
+	accepts       int // mutations accepted during the trial
+	aborted       bool
+	notes         []string
 }
 
 func (tr *trial) note(format string, args ...any) {
@@ -248,6 +255,15 @@ func (tr *trial) line(s *suite) string {
 	}
 	if len(tr.probeErrors) > 0 {
 		fmt.Fprintf(&b, "; refused meanwhile: %s", fmtCounts(tr.probeErrors))
+	}
+	if len(tr.crashedKeys) > 0 {
+		fmt.Fprintf(&b, "\n    crashed (WORKER_CRASHED): %s", strings.Join(tr.crashedKeys, " "))
+	}
+	if o := s.orphansOf(tr.n); o != "" {
+		fmt.Fprintf(&b, "\n    orphans of the killed supervisor exited after: %s", o)
+	}
+	if tr.statusReady != "" {
+		fmt.Fprintf(&b, "\n    status while writes were refused: %s", tr.statusReady)
 	}
 	for _, n := range tr.notes {
 		b.WriteString("\n    note: " + n)
@@ -278,6 +294,19 @@ func fmtCounts(m map[string]int) string {
 	return strings.Join(parts, " ")
 }
 
+// orphansOf lists how long each orphan of trial n's killed supervisor lived.
+func (s *suite) orphansOf(n int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var parts []string
+	for _, o := range s.orphans {
+		if o.trial == n {
+			parts = append(parts, fmt.Sprintf("%s %.1fs", o.name, o.lifetime.Seconds()))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // The invariants, as they are reported.
 const (
 	invAccepted      = "every mutation that received an accepted answer is in the database"
@@ -295,6 +324,7 @@ const (
 	invNoCrashMarks  = "no process panicked, raced or died of a fatal error"
 	invTurnsEnd      = "every accepted turn reaches an end once the workload stops"
 	invTerminal      = "a terminal's output has no gap or repeat"
+	invStatusHonest  = "status does not say ready while writes are refused with LEASE_HELD"
 )
 
 // violation is one broken invariant, with its evidence. trial 0 is the

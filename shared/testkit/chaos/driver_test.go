@@ -238,6 +238,7 @@ func (s *suite) probe(tr *trial, service string, earlier map[int]bool) {
 			break
 		}
 		tr.probeErrors[codeOf(err)]++
+		s.statusWhileRefused(tr, err)
 		if !retryable(err) && !errs.Is(err, errs.ServiceNotRunning) {
 			tr.note("the probe's %s was refused for good: %v", service, err)
 		}
@@ -262,6 +263,36 @@ func (s *suite) probe(tr *trial, service string, earlier map[int]bool) {
 		tr.restart = tr.killed
 	}
 	tr.recovery = max(tr.accepted.Sub(tr.restart), 0)
+}
+
+// statusWhileRefused asks status (at most once a second) while the probe's
+// writes are refused with LEASE_HELD. Status saying ready with agentd
+// running, between two such refusals, is a violation: it says the instance
+// serves while it refuses every write.
+func (s *suite) statusWhileRefused(tr *trial, err error) {
+	if !errs.Is(err, errs.LeaseHeld) {
+		tr.readyClaim = ""
+		return
+	}
+	if tr.readyClaim != "" && !tr.statusFlagged {
+		tr.statusFlagged = true
+		s.violate(tr.n, invStatusHonest, "%s: status said %s, and the next write was again refused: %v", tr.kind, tr.readyClaim, err)
+		return
+	}
+	if time.Since(tr.statusAsked) < time.Second {
+		return
+	}
+	tr.statusAsked = time.Now()
+	st, code, ok := s.status()
+	if !ok {
+		tr.statusReady = fmt.Sprintf("exit %d", code)
+		return
+	}
+	ag := st.Services["agentd"]
+	tr.statusReady = fmt.Sprintf("ready:%v phase %s, agentd %s", st.Ready, st.Phase, ag.State)
+	if st.Ready && ag.State == "running" {
+		tr.readyClaim = tr.statusReady
+	}
 }
 
 // timeGone waits (bounded) for pid to exit and returns when it did,
@@ -290,7 +321,8 @@ func (s *suite) watchOrphans(tr *trial, pids []int) {
 	var left []int
 	names := map[int]string{}
 	for _, p := range pids {
-		if p != tr.pid {
+		// The CLI runs with the instance's home too; it is not the instance.
+		if p != tr.pid && procName(p) != "deepcode" {
 			left = append(left, p)
 			names[p] = procName(p)
 		}

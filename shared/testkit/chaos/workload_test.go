@@ -499,7 +499,9 @@ func (s *suite) waitTurn(ctx context.Context, l *link, thread, turn string, boun
 	deadline := time.Now().Add(bound)
 	for ctx.Err() == nil && time.Now().Before(deadline) && !(abandon && s.gate.pausing()) {
 		var r turnReadResult
-		if err := l.call(ctx, api.MethodTurnRead, turnRef{ThreadID: thread, TurnID: turn}, &r); err == nil {
+		if err := l.call(ctx, api.MethodTurnRead, turnRef{ThreadID: thread, TurnID: turn}, &r); err != nil {
+			s.rec.refused(api.MethodTurnRead, err)
+		} else {
 			if isEnded(r.Turn.Status) {
 				s.rec.observe(turn, r.Turn.Status)
 				return r.Turn.Status
@@ -577,7 +579,9 @@ func (s *suite) runApprover(ctx context.Context) {
 	defer l.close()
 	for ctx.Err() == nil {
 		var list approvalList
-		if err := l.call(ctx, api.MethodApprovalList, struct{}{}, &list); err == nil {
+		if err := l.call(ctx, api.MethodApprovalList, struct{}{}, &list); err != nil {
+			s.rec.refused(api.MethodApprovalList, err)
+		} else {
 			for _, a := range list.Approvals {
 				if a.Status != "pending" {
 					continue
