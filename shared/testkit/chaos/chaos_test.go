@@ -187,6 +187,10 @@ type suite struct {
 	automationID  string
 	termThread    string
 
+	// bg owns the driver's helpers (a manual run, an orphan watch);
+	// finish waits for them.
+	bg sync.WaitGroup
+
 	mu         sync.Mutex
 	violations []violation
 	trials     []*trial
@@ -221,10 +225,15 @@ type trial struct {
 	recovery    time.Duration // accepted - restart
 	outage      time.Duration // accepted - killed
 	probeErrors map[string]int
-	startErrors []string // failed `service start` attempts (kill-supervisor)
-	graceExit   time.Duration
-	crashed     int // turns recorded WORKER_CRASHED because of this trial
-	crashedKeys []string
+	// graceAccepted is when, during a SIGTERMed agentd's graceful stop, a
+	// new client's write was accepted (0: not before it exited), and
+	// graceErrors what it got until then.
+	graceAccepted time.Duration
+	graceErrors   map[string]int
+	startErrors   []string // failed `service start` attempts (kill-supervisor)
+	graceExit     time.Duration
+	crashed       int // turns recorded WORKER_CRASHED because of this trial
+	crashedKeys   []string
 	// statusReady is what status said while writes were refused with
 	// LEASE_HELD ("" if it was not asked).
 	statusReady   string
@@ -252,6 +261,15 @@ func (tr *trial) line(s *suite) string {
 		fmtDur(tr.outage, !tr.accepted.IsZero()), tr.accepts, tr.crashed)
 	if tr.graceExit > 0 {
 		fmt.Fprintf(&b, "; agentd exited %s after SIGTERM", tr.graceExit.Round(time.Millisecond))
+		if tr.graceAccepted > 0 {
+			fmt.Fprintf(&b, " (a new client's write was accepted %.2fs after it", tr.graceAccepted.Seconds())
+		} else {
+			b.WriteString(" (no new client's write was accepted until then")
+		}
+		if len(tr.graceErrors) > 0 {
+			fmt.Fprintf(&b, "; refused meanwhile: %s", fmtCounts(tr.graceErrors))
+		}
+		b.WriteString(")")
 	}
 	if len(tr.probeErrors) > 0 {
 		fmt.Fprintf(&b, "; refused meanwhile: %s", fmtCounts(tr.probeErrors))

@@ -3,7 +3,6 @@
 package chaos_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -92,7 +91,9 @@ func (s *suite) runTrial(tr *trial) {
 	s.gate.resume()
 	s.startLong(ctx, tr)
 	// A keyed manual run of the automation, besides its schedule.
+	s.bg.Add(1)
 	go func() {
+		defer s.bg.Done()
 		l := newLink(s.layout, "manual")
 		defer l.close()
 		s.manualRun(ctx, l, fmt.Sprintf("manual-%02d", tr.n))
@@ -126,22 +127,37 @@ func (s *suite) runTrial(tr *trial) {
 	}
 	tr.killed = time.Now()
 
+	key := fmt.Sprintf("probe-%02d", tr.n)
 	switch tr.kind {
 	case killSupervisor:
 		s.watchOrphans(tr, instance)
 		s.restartInstance(tr)
+	case termAgentd:
+		// While the stopped agentd finishes its turns: what a new client
+		// gets. The recovery is measured on the agentd started after it.
+		gone := make(chan struct{})
+		var exit time.Duration
+		go func() { defer close(gone); exit = timeGone(tr.pid, tr.killed) }()
+		exited := func() bool {
+			select {
+			case <-gone:
+				return true
+			default:
+				return false
+			}
+		}
+		var at time.Time
+		at, tr.graceErrors = s.probe(tr, service, key+"-grace", exited)
+		if !at.IsZero() {
+			tr.graceAccepted = at.Sub(tr.killed)
+		}
+		<-gone
+		if tr.graceExit = exit; exit < 0 {
+			tr.note("the SIGTERMed agentd (pid %d) still runs %s later", tr.pid, guard)
+		}
 	}
-	grace := make(chan time.Duration, 1)
-	if tr.kind == termAgentd {
-		go func() { grace <- timeGone(tr.pid, tr.killed) }()
-	} else {
-		grace <- 0
-	}
-	s.probe(tr, service, earlier)
-	// A SIGTERM trial ends once the stopped agentd has gone.
-	if tr.graceExit = <-grace; tr.graceExit < 0 {
-		tr.note("the SIGTERMed agentd (pid %d) still runs %s later", tr.pid, guard)
-	}
+	tr.accepted, tr.probeErrors = s.probe(tr, service, key, nil)
+	s.measure(tr, service, earlier)
 	if tr.accepted.IsZero() {
 		tr.aborted = true
 	} else if tr.recovery > recoveryBound {
@@ -190,22 +206,22 @@ func firstLine(s string) string {
 	return first
 }
 
-// probe sends the write the fault interrupted until it is accepted: a new
-// client each attempt (a fresh identity check and connection, as a client
-// started after the fault). The write is the killed service's own: a
-// terminal for termhost, a keyed automation run for the scheduler, a keyed
-// turn otherwise.
-func (s *suite) probe(tr *trial, service string, earlier map[int]bool) {
+// probe sends the write the fault interrupted until it is accepted (or
+// until stop says so): a new client each attempt (a fresh identity check
+// and connection, as a client started after the fault). The write is the
+// killed service's own: a terminal for termhost, a keyed automation run for
+// the scheduler, a keyed turn otherwise. It returns when the write was
+// accepted (zero if it was not) and the refusals met before.
+func (s *suite) probe(tr *trial, service, key string, stop func() bool) (time.Time, map[string]int) {
 	ctx := context.Background()
-	tr.probeErrors = map[string]int{}
-	key := fmt.Sprintf("probe-%02d", tr.n)
+	refused := map[string]int{}
 	deadline := time.Now().Add(guard)
 	var enq submitParams
 	if service != "termhost" && service != "scheduler" {
 		enq = submitParams{ThreadID: s.probeThread, MessageID: key, Input: input{Text: "append marks.txt " + key + "\nsay probe"}}
 		s.rec.task(key, task{workspace: s.probeSpace, thread: s.probeThread})
 	}
-	for time.Now().Before(deadline) {
+	for time.Now().Before(deadline) && (stop == nil || !stop()) {
 		l := newLink(s.layout, "probe")
 		var err error
 		switch service {
@@ -214,47 +230,51 @@ func (s *suite) probe(tr *trial, service string, earlier map[int]bool) {
 			err = l.call(ctx, api.MethodTerminalCreate, terminalCreate{ThreadID: s.probeThread, Cols: 80, Rows: 24,
 				Command: []string{"/bin/sh", "-c", "echo probe"}}, &c)
 			if err == nil {
-				tr.accepted = time.Now()
 				_ = l.call(ctx, api.MethodTerminalClose, terminalRef{ThreadID: s.probeThread, TerminalID: c.TerminalID}, nil)
 			}
 		case "scheduler":
 			p := runParams{AutomationID: s.automationID, RequestID: key}
 			var res runResult
 			if err = l.call(ctx, api.MethodAutomationRun, p, &res); err == nil {
-				tr.accepted = time.Now()
 				s.rec.accept(mutation{trial: tr.n, kind: "run", method: api.MethodAutomationRun, params: p,
 					run: res.Run.ID, automation: s.automationID, request: key})
 			}
 		default:
 			var res submitResult
 			if err = l.call(ctx, api.MethodTurnEnqueue, enq, &res); err == nil {
-				tr.accepted = time.Now()
 				s.rec.accept(mutation{trial: tr.n, kind: "enqueue", method: api.MethodTurnEnqueue, params: enq,
 					thread: s.probeThread, message: key, turn: res.Turn.ID})
 			}
 		}
 		l.close()
 		if err == nil {
-			break
+			return time.Now(), refused
 		}
-		tr.probeErrors[codeOf(err)]++
+		refused[codeOf(err)]++
 		s.statusWhileRefused(tr, err)
 		if !retryable(err) && !errs.Is(err, errs.ServiceNotRunning) {
 			tr.note("the probe's %s was refused for good: %v", service, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	return time.Time{}, refused
+}
+
+// measure sets the trial's figures from the probe's first accepted write:
+// the restart is the `service start` answer after a supervisor kill, else
+// the start of the killed service's new process.
+func (s *suite) measure(tr *trial, service string, earlier map[int]bool) {
 	if tr.accepted.IsZero() {
-		s.violate(tr.n, invRecovers, "%s: no write accepted within %s of the fault; refused: %s", tr.kind, guard, fmtCounts(tr.probeErrors))
+		s.violate(tr.n, invRecovers, "%s: no write accepted within %s; refused: %s", tr.kind, guard, fmtCounts(tr.probeErrors))
 		return
 	}
 	tr.outage = tr.accepted.Sub(tr.killed)
+	if tr.graceAccepted > 0 {
+		tr.outage = min(tr.outage, tr.graceAccepted)
+	}
 	if tr.kind != killSupervisor {
-		// The restart is the new process's start.
-		tr.restart = tr.killed
-		if pid, at, ok := s.newest("deepcode-"+service, earlier); ok {
+		if _, at, ok := s.newest("deepcode-"+service, earlier); ok {
 			tr.restart = at
-			_ = pid
 		} else {
 			tr.note("no new deepcode-%s process was found; recovery counted from the fault", service)
 		}
@@ -322,12 +342,14 @@ func (s *suite) watchOrphans(tr *trial, pids []int) {
 	names := map[int]string{}
 	for _, p := range pids {
 		// The CLI runs with the instance's home too; it is not the instance.
-		if p != tr.pid && procName(p) != "deepcode" {
+		if name := procName(p); p != tr.pid && name != "deepcode" && name != "" {
 			left = append(left, p)
-			names[p] = procName(p)
+			names[p] = name
 		}
 	}
+	s.bg.Add(1)
 	go func() {
+		defer s.bg.Done()
 		for time.Since(tr.killed) < 2*guard && len(left) > 0 {
 			left = slices.DeleteFunc(left, func(p int) bool {
 				if alive(p) {
@@ -400,39 +422,31 @@ func alive(pid int) bool {
 	return len(f) > 0 && f[0] != "Z"
 }
 
-var (
-	bootOnce sync.Once
-	bootTime time.Time
-)
-
-// procStart is when pid started (field 22 of /proc/pid/stat, in clock
-// ticks since boot: Linux reports them at USER_HZ, 100 a second).
+// procStart is when pid started: field 22 of /proc/pid/stat is its start
+// in clock ticks since boot (Linux reports them at USER_HZ, 100 a second),
+// and /proc/uptime is the time since boot now, both to 10 ms.
 func procStart(pid int) (time.Time, bool) {
-	bootOnce.Do(func() {
-		f, err := os.Open("/proc/stat")
-		if err != nil {
-			return
-		}
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "btime "); ok {
-				if sec, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
-					bootTime = time.Unix(sec, 0)
-				}
-			}
-		}
-	})
 	f := procStat(pid)
 	// f[0] is field 3 (state): starttime, field 22, is f[19].
-	if bootTime.IsZero() || len(f) < 20 {
+	if len(f) < 20 {
 		return time.Time{}, false
 	}
 	ticks, err := strconv.ParseInt(f[19], 10, 64)
 	if err != nil {
 		return time.Time{}, false
 	}
-	return bootTime.Add(time.Duration(ticks) * 10 * time.Millisecond), true
+	now := time.Now()
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return time.Time{}, false
+	}
+	up, _, _ := strings.Cut(string(b), " ")
+	uptime, err := strconv.ParseFloat(up, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	age := time.Duration((uptime - float64(ticks)/100) * float64(time.Second))
+	return now.Add(-age), true
 }
 
 // finish stops the workload, lets every accepted turn end, checks once
@@ -464,6 +478,7 @@ func (s *suite) finish(stopWorkload context.CancelFunc, wg *sync.WaitGroup) {
 	stopWorkload()
 	s.gate.resume()
 	wg.Wait()
+	s.bg.Wait()
 	s.check(final)
 
 	r := s.env.Run("service", "stop", "--json")

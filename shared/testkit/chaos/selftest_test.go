@@ -6,9 +6,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/deepcode-dev/deepcode/shared/paths"
 	"github.com/deepcode-dev/deepcode/shared/store"
@@ -190,5 +192,29 @@ func appendLine(t *testing.T, dir, name, line string) {
 	defer f.Close()
 	if _, err := f.WriteString(line + "\n"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestProcStart: the start time read from /proc is the real one, to well
+// under the recovery bound it is used to measure.
+func TestProcStart(t *testing.T) {
+	cmd := osexec.Command("sleep", "5")
+	before := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	at, ok := procStart(cmd.Process.Pid)
+	if !ok {
+		t.Fatal("no start time for a running process")
+	}
+	// Ticks are 10 ms; the rest is the conversion's own error.
+	const slack = 100 * time.Millisecond
+	if at.Before(before.Add(-slack)) || at.After(after.Add(slack)) {
+		t.Fatalf("started between %s and %s, procStart says %s", before.Format(time.StampMilli), after.Format(time.StampMilli), at.Format(time.StampMilli))
+	}
+	if procName(cmd.Process.Pid) != "sleep" || !alive(cmd.Process.Pid) {
+		t.Fatalf("procName %q, alive %v", procName(cmd.Process.Pid), alive(cmd.Process.Pid))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"regexp"
 	"slices"
@@ -312,11 +313,7 @@ func (r *recorder) task(message string, t task) {
 func (r *recorder) allTasks() map[string]task {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make(map[string]task, len(r.tasks))
-	for k, v := range r.tasks {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(r.tasks)
 }
 
 func (r *recorder) observe(turn, status string) {
@@ -328,11 +325,7 @@ func (r *recorder) observe(turn, status string) {
 func (r *recorder) allObserved() map[string]string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make(map[string]string, len(r.observed))
-	for k, v := range r.observed {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(r.observed)
 }
 
 func (r *recorder) refused(method string, err error) {
