@@ -146,17 +146,24 @@ func (s *suite) runTrial(tr *trial) {
 				return false
 			}
 		}
-		var at time.Time
-		at, tr.graceErrors = s.probe(tr, service, key+"-grace", exited)
-		if !at.IsZero() {
-			tr.graceAccepted = at.Sub(tr.killed)
-		}
+		at, refused := s.probe(tr, service, key+"-grace", exited)
 		<-gone
 		if tr.graceExit = exit; exit < 0 {
 			tr.note("the SIGTERMed agentd (pid %d) still runs %s later", tr.pid, guard)
 		}
+		switch {
+		case at.IsZero():
+			tr.graceErrors = refused
+		case exit > 0 && at.Sub(tr.killed) > exit:
+			// Answered by the agentd started after the stopped one.
+			tr.accepted, tr.probeErrors = at, refused
+		default:
+			tr.graceAccepted, tr.graceErrors = at.Sub(tr.killed), refused
+		}
 	}
-	tr.accepted, tr.probeErrors = s.probe(tr, service, key, nil)
+	if tr.accepted.IsZero() {
+		tr.accepted, tr.probeErrors = s.probe(tr, service, key, nil)
+	}
 	s.measure(tr, service, earlier)
 	if tr.accepted.IsZero() {
 		tr.aborted = true

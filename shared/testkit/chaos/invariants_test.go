@@ -395,6 +395,9 @@ func (s *suite) checkCrashed(tr *trial, turns map[string]turnRow, observed map[s
 	log := s.serviceLog()
 	for _, t := range fresh {
 		tk, ok := tasks[t.message]
+		if ok && after[tk.workspace][t.message] == 0 && tr.kind == termAgentd {
+			tr.note("turn %s (key %s) had not reached its last step when the stopped agentd exited, and is recorded WORKER_CRASHED", t.id, t.message)
+		}
 		if !ok || after[tk.workspace][t.message] == 0 {
 			continue
 		}
