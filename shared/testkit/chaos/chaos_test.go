@@ -172,7 +172,10 @@ type suite struct {
 	env    *testkit.Env
 	layout *paths.Layout
 	seed   uint64
-	rng    *rand.Rand // the driver's (the test goroutine's) only
+	// The driver's (the test goroutine's) only: the order of the kinds and
+	// the instants of the faults, each its own stream so that a seed
+	// replays the same first trials whatever the number of trials.
+	rng, delays *rand.Rand
 	rec    *recorder
 	gate   *gate
 
@@ -206,6 +209,7 @@ func newSuite(t *testing.T, seed uint64) *suite {
 	return &suite{
 		t: t, env: env, layout: env.Layout(""), seed: seed,
 		rng:          rand.New(rand.NewPCG(seed, 0x5eed)),
+		delays:       rand.New(rand.NewPCG(seed, 0xde1a)),
 		rec:          newRecorder(),
 		gate:         newGate(),
 		knownCrashed: map[string]bool{},
@@ -273,6 +277,9 @@ func (tr *trial) line(s *suite) string {
 	}
 	if len(tr.probeErrors) > 0 {
 		fmt.Fprintf(&b, "; refused meanwhile: %s", fmtCounts(tr.probeErrors))
+	}
+	if len(tr.startErrors) > 0 {
+		fmt.Fprintf(&b, "\n    service start failed %d times first: %s", len(tr.startErrors), strings.Join(tr.startErrors, "; "))
 	}
 	if len(tr.crashedKeys) > 0 {
 		fmt.Fprintf(&b, "\n    crashed (WORKER_CRASHED): %s", strings.Join(tr.crashedKeys, " "))

@@ -6,8 +6,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -19,7 +21,28 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/mgmt"
+	"github.com/deepcode-dev/deepcode/shared/testkit"
 )
+
+// cli runs the deepcode CLI with a bound: a command that does not answer in
+// time is reported as such (code -1, timedOut), with what it printed.
+func (s *suite) cli(bound time.Duration, args ...string) (r testkit.Result, timedOut bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	cmd := s.env.Command(ctx, "deepcode", args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r = testkit.Result{Stdout: out.String(), Stderr: errb.String()}
+	if err != nil {
+		r.Code = -1
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ctx.Err() == nil {
+			r.Code = ee.ExitCode()
+		}
+	}
+	return r, ctx.Err() != nil
+}
 
 // statusOut is what `service status --json` prints.
 type statusOut struct {
@@ -30,7 +53,7 @@ type statusOut struct {
 // status runs `service status --json`; ok is false unless it answered
 // with a status (exit 0 or 3).
 func (s *suite) status() (statusOut, int, bool) {
-	r := s.env.Run("service", "status", "--json")
+	r, _ := s.cli(30*time.Second, "service", "status", "--json")
 	var st statusOut
 	if r.Code != 0 && r.Code != 3 {
 		return st, r.Code, false
@@ -99,7 +122,7 @@ func (s *suite) runTrial(tr *trial) {
 		s.manualRun(ctx, l, fmt.Sprintf("manual-%02d", tr.n))
 	}()
 
-	tr.delay = 300*time.Millisecond + time.Duration(s.rng.Int64N(int64(3700*time.Millisecond)))
+	tr.delay = 300*time.Millisecond + time.Duration(s.delays.Int64N(int64(3700*time.Millisecond)))
 	time.Sleep(tr.delay)
 	// Fresh pids: the workload may have restarted an on-demand service.
 	if st, err = s.waitHealthy(guard); err != nil {
@@ -194,15 +217,20 @@ func target(kind string) (string, syscall.Signal) {
 func (s *suite) restartInstance(tr *trial) {
 	deadline := time.Now().Add(guard)
 	for time.Now().Before(deadline) {
-		r := s.env.Run("service", "start", "--json")
+		began := time.Now()
+		r, timedOut := s.cli(30*time.Second, "service", "start", "--json")
 		if r.Code == 0 {
 			tr.restart = time.Now()
 			return
 		}
-		tr.startErrors = append(tr.startErrors, fmt.Sprintf("exit %d: %s", r.Code, strings.TrimSpace(firstLine(r.Stdout+r.Stderr))))
+		what := fmt.Sprintf("exit %d", r.Code)
+		if timedOut {
+			what = "no answer"
+		}
+		tr.startErrors = append(tr.startErrors, fmt.Sprintf("%s after %.1fs: %s", what, time.Since(began).Seconds(), strings.TrimSpace(firstLine(r.Stdout+r.Stderr))))
 		time.Sleep(200 * time.Millisecond)
 	}
-	tr.note("service start failed for %s: %s", guard, strings.Join(tr.startErrors, "; "))
+	tr.note("service start did not succeed within %s", guard)
 }
 
 func firstLine(s string) string {
@@ -469,6 +497,10 @@ func (s *suite) finish(stopWorkload context.CancelFunc, wg *sync.WaitGroup) {
 	}
 	if _, err := s.waitHealthy(guard); err != nil {
 		s.violate(0, invRecovers, "after the last trial: %v", err)
+		// The final checks need a serving instance: start it again.
+		if r, _ := s.cli(60*time.Second, "service", "start", "--json"); r.Code != 0 {
+			s.violate(0, invRecovers, "service start after the last trial: exit %d: %s", r.Code, firstLine(r.Stdout+r.Stderr))
+		}
 	}
 	l := newLink(s.layout, "final")
 	if err := s.retrying(ctx, l, "automation/pause", automationRef{AutomationID: s.automationID}, nil, guard); err != nil {
@@ -488,7 +520,10 @@ func (s *suite) finish(stopWorkload context.CancelFunc, wg *sync.WaitGroup) {
 	s.bg.Wait()
 	s.check(final)
 
-	r := s.env.Run("service", "stop", "--json")
+	r, timedOut := s.cli(2*time.Minute, "service", "stop", "--json")
+	if timedOut {
+		s.violate(0, invNoProcessLeft, "service stop did not answer within 2 minutes")
+	}
 	if r.Code != 0 {
 		s.violate(0, invNoProcessLeft, "service stop: exit %d: %s", r.Code, firstLine(r.Stdout+r.Stderr))
 	}

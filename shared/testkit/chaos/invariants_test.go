@@ -18,6 +18,8 @@ import (
 	"time"
 
 	_ "github.com/ncruces/go-sqlite3/driver" // the project's SQLite driver, read-only here
+
+	"github.com/deepcode-dev/deepcode/shared/api"
 )
 
 // openRO opens the instance's database read-only: the suite never writes
@@ -99,7 +101,25 @@ func (s *suite) check(tr *trial) {
 	s.checkKeys(n, tx)
 	s.checkEvents(n, tx, turns)
 	s.checkAutomation(n, tx, before)
+	// The log as a client replays it: one client's thread per trial, and
+	// every thread at the end.
+	replay := map[string]int64{}
+	if rows, err := tx.Query(`SELECT id, head_sequence FROM threads`); err == nil {
+		for rows.Next() {
+			var id string
+			var head int64
+			if rows.Scan(&id, &head) == nil && (n == 0 || len(s.clientThreads) > 0 && id == s.clientThreads[n%len(s.clientThreads)]) {
+				replay[id] = head
+			}
+		}
+		rows.Close()
+	}
 	_ = tx.Rollback()
+	rctx, cancel := context.WithTimeout(ctx, guard)
+	defer cancel()
+	for id, head := range replay {
+		s.checkReplay(rctx, n, id, head)
+	}
 	after := s.readMarks()
 	s.checkMarkers(n, turns, tasks, before, after)
 	s.checkCrashed(tr, turns, observed, tasks, after)
@@ -421,12 +441,25 @@ func (s *suite) checkCrashed(tr *trial, turns map[string]turnRow, observed map[s
 // checkResend: a fresh client resends each keyed mutation of the trial and
 // must get the original back with duplicate:true.
 func (s *suite) checkResend(n int, muts []mutation) {
-	ctx := context.Background()
+	// One bound for the whole pass: an instance that does not answer is
+	// reported once, not once per resend.
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
 	l := newLink(s.layout, "resend")
 	defer l.close()
-	for _, m := range muts {
+	for i, m := range muts {
 		if m.trial != n || n == 0 {
 			continue
+		}
+		if ctx.Err() != nil {
+			left := 0
+			for _, x := range muts[i:] {
+				if x.trial == n && x.kind != "approve" {
+					left++
+				}
+			}
+			s.violate(n, invResend, "the instance did not answer the resends within %s; %d were not made", guard, left)
+			return
 		}
 		switch m.kind {
 		case "enqueue":
@@ -451,6 +484,61 @@ func (s *suite) checkResend(n int, muts []mutation) {
 				s.violate(n, invResend, "resending automation/run %s answered run %s duplicate:%v; the original was run %s", m.request, res.Run.ID, res.Duplicate, m.run)
 			}
 		}
+	}
+}
+
+// checkReplay reads a thread's whole log through event/replay, as a client
+// catching up does, and requires sequences 1, 2, … up to a head at least the
+// database's at the snapshot, without a gap or a repeat.
+func (s *suite) checkReplay(ctx context.Context, n int, thread string, head int64) {
+	if ctx.Err() != nil {
+		return // the instance did not answer the replays before: reported once
+	}
+	l := newLink(s.layout, "replay")
+	defer l.close()
+	type replayParams struct {
+		ThreadID string `json:"threadId"`
+		After    int64  `json:"after"`
+		Through  *int64 `json:"through,omitempty"`
+	}
+	var page struct {
+		Events []struct {
+			Sequence int64 `json:"sequence"`
+		} `json:"events"`
+		NextAfter    int64 `json:"nextAfter"`
+		HasMore      bool  `json:"hasMore"`
+		HeadSequence int64 `json:"headSequence"`
+	}
+	p := replayParams{ThreadID: thread}
+	next := int64(1)
+	for {
+		page.Events = nil
+		if err := s.retrying(ctx, l, api.MethodEventReplay, p, &page, guard); err != nil {
+			s.violate(n, invNoGaps, "event/replay of thread %s after %d: %v", thread, p.After, err)
+			return
+		}
+		if p.Through == nil {
+			h := page.HeadSequence
+			p.Through = &h
+		}
+		for _, ev := range page.Events {
+			if ev.Sequence != next {
+				s.violate(n, invNoGaps, "event/replay of thread %s: sequence %d where %d was due", thread, ev.Sequence, next)
+				return
+			}
+			next++
+		}
+		if !page.HasMore {
+			break
+		}
+		if page.NextAfter <= p.After {
+			s.violate(n, invNoGaps, "event/replay of thread %s: the cursor did not move past %d", thread, p.After)
+			return
+		}
+		p.After = page.NextAfter
+	}
+	if next-1 < head || next-1 != *p.Through {
+		s.violate(n, invNoGaps, "event/replay of thread %s returned events 1..%d; its head was %d (database snapshot %d)", thread, next-1, *p.Through, head)
 	}
 }
 

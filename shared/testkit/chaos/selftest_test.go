@@ -38,10 +38,10 @@ func TestChecksCatchViolations(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = db.Close() })
-		exec(t, db, `INSERT INTO workspaces (path, trusted) VALUES (?, 1), (?, 1)`, s.clientSpaces[0], s.autoSpace)
-		exec(t, db, `INSERT INTO threads (id, workspace, profile, head_sequence, turn_count, created_at, updated_at) VALUES
+		mustExec(t, db, `INSERT INTO workspaces (path, trusted) VALUES (?, 1), (?, 1)`, s.clientSpaces[0], s.autoSpace)
+		mustExec(t, db, `INSERT INTO threads (id, workspace, profile, head_sequence, turn_count, created_at, updated_at) VALUES
 			('thr_a', ?, 'chaos', 0, 0, 1, 1), ('thr_auto', ?, 'chaos', 0, 0, 1, 1)`, s.clientSpaces[0], s.autoSpace)
-		exec(t, db, `INSERT INTO automations (id, name, cron, time_zone, workspace, profile, prompt, thread_id, created_at, updated_at)
+		mustExec(t, db, `INSERT INTO automations (id, name, cron, time_zone, workspace, profile, prompt, thread_id, created_at, updated_at)
 			VALUES ('auto_a', 'chaos', ?, 'UTC', ?, 'chaos', 'append auto.txt tick', 'thr_auto', 1, 1)`, automationCron, s.autoSpace)
 		// A consistent history: a completed turn with its side effect, a
 		// crashed one, a queued one, and an automation run with its turn.
@@ -49,7 +49,7 @@ func TestChecksCatchViolations(t *testing.T) {
 		addTurn(t, db, s, "thr_a", "turn_crash", "c0-0002", "interrupted", "WORKER_CRASHED", true)
 		addTurn(t, db, s, "thr_a", "turn_queued", "c0-0003", "queued", "", false)
 		addTurn(t, db, s, "thr_auto", "turn_auto", "auto:auto_a:3000", "completed", "", true)
-		exec(t, db, `INSERT INTO automation_runs (id, automation_id, scheduled_at, trigger, message_id, thread_id, profile, prompt, status, turn_id, created_at, updated_at)
+		mustExec(t, db, `INSERT INTO automation_runs (id, automation_id, scheduled_at, trigger, message_id, thread_id, profile, prompt, status, turn_id, created_at, updated_at)
 			VALUES ('run_a', 'auto_a', 3000, 'schedule', 'auto:auto_a:3000', 'thr_auto', 'chaos', 'p', 'submitted', 'turn_auto', 1, 1)`)
 		appendLine(t, s.clientSpaces[0], "marks.txt", "c0-0001")
 		appendLine(t, s.autoSpace, "auto.txt", "tick")
@@ -85,12 +85,12 @@ func TestChecksCatchViolations(t *testing.T) {
 			s.rec.accept(mutation{trial: 99, kind: "enqueue", thread: "thr_a", message: "c0-0099", turn: "turn_lost"})
 		}, invAccepted},
 		{"an accepted steer is not accepted", func(t *testing.T, s *suite, db *store.DB) {
-			exec(t, db, `INSERT INTO items (id, thread_id, turn_id, kind, status, message_id, delivery_state, expected_turn_id, payload, created_at, updated_at)
+			mustExec(t, db, `INSERT INTO items (id, thread_id, turn_id, kind, status, message_id, delivery_state, expected_turn_id, payload, created_at, updated_at)
 				VALUES ('item_steer', 'thr_a', 'turn_done', 'userMessage', 'completed', 'c0-0001.steer', 'unknown', 'turn_done', '{}', 1, 1)`)
 			s.rec.accept(mutation{trial: 99, kind: "steer", thread: "thr_a", message: "c0-0001.steer", turn: "turn_done"})
 		}, invAccepted},
 		{"a key has two turns", func(t *testing.T, s *suite, db *store.DB) {
-			exec(t, db, `INSERT INTO turns (id, thread_id, ordinal, status, submission, message_id, profile, created_at)
+			mustExec(t, db, `INSERT INTO turns (id, thread_id, ordinal, status, submission, message_id, profile, created_at)
 				VALUES ('turn_twin', 'thr_a', 90, 'queued', 'enqueue', 'c0-0001', 'chaos', 1)`)
 		}, invOneTurnPerKey},
 		{"a turn started twice", func(t *testing.T, s *suite, db *store.DB) {
@@ -100,10 +100,10 @@ func TestChecksCatchViolations(t *testing.T) {
 			appendEvent(t, db, "thr_a", "turn.interrupted", `{"turn":{"id":"turn_done"}}`)
 		}, invStartEndOnce},
 		{"a gap in the log", func(t *testing.T, s *suite, db *store.DB) {
-			exec(t, db, `DELETE FROM events WHERE thread_id = 'thr_a' AND sequence = 2`)
+			mustExec(t, db, `DELETE FROM events WHERE thread_id = 'thr_a' AND sequence = 2`)
 		}, invNoGaps},
 		{"an occurrence off the schedule", func(t *testing.T, s *suite, db *store.DB) {
-			exec(t, db, `INSERT INTO automation_runs (id, automation_id, scheduled_at, trigger, message_id, thread_id, profile, prompt, status, created_at, updated_at)
+			mustExec(t, db, `INSERT INTO automation_runs (id, automation_id, scheduled_at, trigger, message_id, thread_id, profile, prompt, status, created_at, updated_at)
 				VALUES ('run_b', 'auto_a', 4500, 'schedule', 'auto:auto_a:4500', 'thr_auto', 'chaos', 'p', 'claimed', 1, 1)`)
 		}, invAutomation},
 		{"an automation task ran twice", func(t *testing.T, s *suite, db *store.DB) {
@@ -145,7 +145,7 @@ func TestChecksCatchViolations(t *testing.T) {
 	}
 }
 
-func exec(t *testing.T, db *store.DB, q string, args ...any) {
+func mustExec(t *testing.T, db *store.DB, q string, args ...any) {
 	t.Helper()
 	if _, err := db.SQL().Exec(q, args...); err != nil {
 		t.Fatalf("%s: %v", q, err)
@@ -163,10 +163,10 @@ func addTurn(t *testing.T, db *store.DB, s *suite, thread, id, key, status, code
 	if started {
 		startedAt = 2
 	}
-	exec(t, db, `INSERT INTO turns (id, thread_id, ordinal, status, submission, message_id, profile, error_code, created_at, started_at)
+	mustExec(t, db, `INSERT INTO turns (id, thread_id, ordinal, status, submission, message_id, profile, error_code, created_at, started_at)
 		VALUES (?, ?, ?, ?, 'enqueue', ?, 'chaos', NULLIF(?, ''), 1, ?)`, id, thread, ordinal, status, key, code, startedAt)
-	exec(t, db, `UPDATE threads SET turn_count = ? WHERE id = ?`, ordinal, thread)
-	exec(t, db, `INSERT INTO items (id, thread_id, turn_id, kind, status, message_id, payload, created_at, updated_at)
+	mustExec(t, db, `UPDATE threads SET turn_count = ? WHERE id = ?`, ordinal, thread)
+	mustExec(t, db, `INSERT INTO items (id, thread_id, turn_id, kind, status, message_id, payload, created_at, updated_at)
 		VALUES (?, ?, ?, 'userMessage', 'completed', ?, '{}', 1, 1)`, "item_"+id, thread, id, key)
 	appendEvent(t, db, thread, "turn.queued", fmt.Sprintf(`{"turn":{"id":%q}}`, id))
 	if started {
@@ -179,8 +179,8 @@ func addTurn(t *testing.T, db *store.DB, s *suite, thread, id, key, status, code
 
 func appendEvent(t *testing.T, db *store.DB, thread, typ, payload string) {
 	t.Helper()
-	exec(t, db, `UPDATE threads SET head_sequence = head_sequence + 1 WHERE id = ?`, thread)
-	exec(t, db, `INSERT INTO events (thread_id, sequence, type, at, payload) SELECT id, head_sequence, ?, 1, ? FROM threads WHERE id = ?`, typ, payload, thread)
+	mustExec(t, db, `UPDATE threads SET head_sequence = head_sequence + 1 WHERE id = ?`, thread)
+	mustExec(t, db, `INSERT INTO events (thread_id, sequence, type, at, payload) SELECT id, head_sequence, ?, 1, ? FROM threads WHERE id = ?`, typ, payload, thread)
 }
 
 func appendLine(t *testing.T, dir, name, line string) {
