@@ -176,8 +176,8 @@ type suite struct {
 	// the instants of the faults, each its own stream so that a seed
 	// replays the same first trials whatever the number of trials.
 	rng, delays *rand.Rand
-	rec    *recorder
-	gate   *gate
+	rec         *recorder
+	gate        *gate
 
 	// Set up once.
 	clientThreads []string
