@@ -225,10 +225,15 @@ type trial struct {
 	killed  time.Time
 	restart time.Time // the `service start` answer, or the new process's start
 	// accepted is when the first write after the fault was accepted.
-	accepted    time.Time
-	recovery    time.Duration // accepted - restart
-	outage      time.Duration // accepted - killed
-	probeErrors map[string]int
+	accepted time.Time
+	floor    time.Duration // the same write by a new client before the fault
+	// How the last attempt of the floor and of the probe split between
+	// connecting and writing.
+	floorSplit, probeSplit string
+	lastConnect, lastWrite time.Duration
+	recovery               time.Duration // accepted - restart
+	outage                 time.Duration // accepted - killed
+	probeErrors            map[string]int
 	// graceAccepted is when, during a SIGTERMed agentd's graceful stop, a
 	// new client's write was accepted (0: not before it exited), and
 	// graceErrors what it got until then.
@@ -260,8 +265,8 @@ func (tr *trial) line(s *suite) string {
 		state = fmt.Sprintf("FAIL (%d violations)", len(vs))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "trial %2d %-15s %s: fault after %s, pid %d; restart→first write %s, fault→first write %s; %d accepted, %d crashed",
-		tr.n, tr.kind, state, tr.delay.Round(time.Millisecond), tr.pid, fmtDur(tr.recovery, !tr.accepted.IsZero()),
+	fmt.Fprintf(&b, "trial %2d %-15s %s: fault after %s, pid %d; restart→first write %s (floor %.2fs), fault→first write %s; %d accepted, %d crashed",
+		tr.n, tr.kind, state, tr.delay.Round(time.Millisecond), tr.pid, fmtDur(tr.recovery, !tr.accepted.IsZero()), tr.floor.Seconds(),
 		fmtDur(tr.outage, !tr.accepted.IsZero()), tr.accepts, tr.crashed)
 	if tr.graceExit > 0 {
 		fmt.Fprintf(&b, "; agentd exited %s after SIGTERM", tr.graceExit.Round(time.Millisecond))
@@ -393,13 +398,16 @@ func (s *suite) violationsOf(trial int) []violation {
 func (s *suite) report() {
 	t := s.t
 	passed, failed := 0, 0
-	var recov, outage, superv []time.Duration
+	var recov, outage, superv, floor []time.Duration
 	never := 0
 	for _, tr := range s.trials {
 		if len(s.violationsOf(tr.n)) == 0 {
 			passed++
 		} else {
 			failed++
+		}
+		if tr.floor > 0 {
+			floor = append(floor, tr.floor)
 		}
 		if tr.accepted.IsZero() {
 			never++
@@ -416,6 +424,7 @@ func (s *suite) report() {
 	fmt.Fprintf(&b, "  %d passed, %d failed (of %d trials)\n", passed, failed, len(s.trials))
 	fmt.Fprintf(&b, "  restart→first accepted write: p50 %s, max %s (bound %s)%s\n", p50(recov), pmax(recov), recoveryBound, neverNote(never))
 	fmt.Fprintf(&b, "  fault→first accepted write:   p50 %s, max %s\n", p50(outage), pmax(outage))
+	fmt.Fprintf(&b, "  floor (the same write by a new client on the healthy instance): p50 %s, max %s; load average now %s\n", p50(floor), pmax(floor), loadAverage())
 	if len(superv) > 0 {
 		fmt.Fprintf(&b, "  first write after `service start` following a supervisor SIGKILL: p50 %s, max %s (%d trials)\n", p50(superv), pmax(superv), len(superv))
 	}
