@@ -357,13 +357,15 @@ func dsn(abs string, busy time.Duration) string {
 		p, busy.Milliseconds(), uriEscape(filepath.ToSlash(abs)))
 }
 
-// uriPath is abs as the path of an SQLite URI filename: forward slashes, a
-// leading slash (Windows drive paths become /C:/...), every byte outside the
-// unreserved set percent-encoded (SQLite decodes %HH; '?' and '#' would end
-// the path and '%' would start an escape).
+// uriPath is abs as the path of an SQLite URI filename: forward slashes,
+// every byte outside the unreserved set percent-encoded (SQLite decodes %HH;
+// '?' and '#' would end the path and '%' would start an escape). A Windows
+// drive path stays C:/...: native SQLite strips the slash of file:///C:/...,
+// but the driver's Go VFS hands the path to the OS as it is, and /C:/... is
+// no Windows path.
 func uriPath(abs string) string {
 	p := filepath.ToSlash(abs)
-	if !strings.HasPrefix(p, "/") {
+	if !strings.HasPrefix(p, "/") && !hasDriveLetter(p) {
 		p = "/" + p
 	}
 	p = uriEscape(p)
@@ -372,6 +374,11 @@ func uriPath(abs string) string {
 		p = "//" + p
 	}
 	return p
+}
+
+// hasDriveLetter reports whether p starts with a Windows drive ("C:").
+func hasDriveLetter(p string) bool {
+	return len(p) >= 2 && p[1] == ':' && ('a' <= p[0]|0x20 && p[0]|0x20 <= 'z')
 }
 
 func uriEscape(s string) string {
