@@ -12,6 +12,7 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/config"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/paths"
+	"github.com/deepcode-dev/deepcode/shared/testkit/wine"
 	wintask "github.com/deepcode-dev/deepcode/windows"
 )
 
@@ -50,6 +51,7 @@ func TestBindChecksThePipesAndLeavesThemFree(t *testing.T) {
 // A squatter on any pipe fails the start at once with ALREADY_RUNNING
 // (there is no previous instance to wait for).
 func TestBindFailsOnASquattedPipe(t *testing.T) {
+	wine.Skip(t, wine.FirstInstanceIgnored)
 	s := testSupervisor(t)
 	name, _ := activation.PipeName(s.layout.DBID, "agentd")
 	squatter, err := winio.ListenPipe(name, &winio.PipeConfig{SecurityDescriptor: "D:P(A;;GA;;;WD)"})
