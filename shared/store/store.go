@@ -39,7 +39,8 @@ type DB struct {
 	path    string
 	clock   func() time.Time
 	version int
-	applied int // migrations this Open applied itself (tests)
+	applied int    // migrations this Open applied itself (tests)
+	journal string // journalWAL, or journalRollback without shared memory
 
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt // see Prepared; nil once closed
@@ -89,7 +90,20 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		return nil, err
 	}
 
-	sqldb, err := sql.Open(driverName, dsn(abs, o.busyTimeout))
+	db, err := openJournal(ctx, abs, o, journalWAL)
+	if err != nil && noSharedMemory(err) {
+		// See journalRollback: this system cannot share WAL's index.
+		db, err = openJournal(ctx, abs, o, journalRollback)
+	}
+	if err != nil {
+		return nil, err
+	}
+	tightenSidecars(abs)
+	return db, nil
+}
+
+func openJournal(ctx context.Context, abs string, o options, journal string) (*DB, error) {
+	sqldb, err := sql.Open(driverName, dsn(abs, o.busyTimeout, journal))
 	if err != nil {
 		return nil, errs.Wrap(err, errs.Internal, "opening database %s", abs)
 	}
@@ -97,14 +111,34 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	sqldb.SetMaxIdleConns(maxOpenConns)
 	sqldb.SetConnMaxIdleTime(5 * time.Minute)
 
-	db := &DB{sql: sqldb, path: abs, clock: o.clock, stmts: map[string]*sql.Stmt{}}
+	db := &DB{sql: sqldb, path: abs, clock: o.clock, journal: journal, stmts: map[string]*sql.Stmt{}}
 	if err := db.migrate(ctx, o.busyTimeout); err != nil {
 		_ = sqldb.Close()
 		return nil, err
 	}
-	tightenSidecars(abs)
 	return db, nil
 }
+
+const (
+	journalWAL = "wal"
+	// journalRollback is the journal where WAL cannot work: WAL keeps its
+	// index in memory shared between the processes (the -shm file, mapped),
+	// and the driver maps it only where it can reserve address space with
+	// placeholders (on Windows from 10 1803 / Server 2019; not Wine 8). With
+	// a rollback journal every process still coordinates through file locks,
+	// readers and the writer just wait for each other (the busy timeout).
+	journalRollback = "delete"
+)
+
+// noSharedMemory reports an open that failed because WAL's shared-memory
+// index could not be mapped.
+func noSharedMemory(err error) bool {
+	return errors.Is(err, sqlite3.IOERR_SHMMAP) || errors.Is(err, sqlite3.IOERR_SHMOPEN) || errors.Is(err, sqlite3.IOERR_SHMSIZE)
+}
+
+// Journal is the database's journal mode: "wal", or "delete" (a rollback
+// journal) on a system where WAL's shared memory cannot be mapped.
+func (db *DB) Journal() string { return db.journal }
 
 // SQL is the underlying pool (at most a few connections). Write transactions
 // begun on it take the write lock at once (BEGIN IMMEDIATE); read-only
@@ -350,11 +384,25 @@ func tightenSidecars(abs string) {
 // dsn is the driver's URI for abs. busy_timeout comes first (any _pragma
 // replaces the driver's default timeout); modeof makes SQLite create -wal
 // and -journal files with the database file's mode, as native SQLite does.
-func dsn(abs string, busy time.Duration) string {
+//
+// The rollback journal is set in exclusive locking mode, then locking goes
+// back to normal: a file already in WAL mode (the first try switched it, or
+// a system that had shared memory) can only be opened without shared memory
+// while one connection holds it exclusively (SQLite keeps the WAL index in
+// that connection's own memory), and switching it needs to open it. Once the
+// file is in rollback mode this costs one brief exclusive lock per new
+// connection.
+func dsn(abs string, busy time.Duration, journal string) string {
 	p := uriPath(abs)
-	return fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(wal)"+
+	mode := "journal_mode(" + journal + ")"
+	if journal != journalWAL {
+		// schema_version reads the file: only then does normal locking
+		// release the exclusive lock.
+		mode = "locking_mode(exclusive)&_pragma=" + mode + "&_pragma=locking_mode(normal)&_pragma=schema_version"
+	}
+	return fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=%s"+
 		"&_pragma=foreign_keys(1)&_pragma=synchronous(normal)&_txlock=immediate&modeof=%s",
-		p, busy.Milliseconds(), uriEscape(filepath.ToSlash(abs)))
+		p, busy.Milliseconds(), mode, uriEscape(filepath.ToSlash(abs)))
 }
 
 // uriPath is abs as the path of an SQLite URI filename: forward slashes,
