@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -90,9 +91,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		return nil, err
 	}
 
-	db, err := openJournal(ctx, abs, o, journalWAL)
+	db, err := openJournal(ctx, abs, o, systemJournal())
 	if err != nil && noSharedMemory(err) {
-		// See journalRollback: this system cannot share WAL's index.
+		// See journalRollback: this file system cannot share WAL's index.
 		db, err = openJournal(ctx, abs, o, journalRollback)
 	}
 	if err != nil {
@@ -103,6 +104,11 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 }
 
 func openJournal(ctx context.Context, abs string, o options, journal string) (*DB, error) {
+	if journal == journalRollback {
+		if err := leaveWAL(ctx, abs, o.busyTimeout); err != nil {
+			return nil, err
+		}
+	}
 	sqldb, err := sql.Open(driverName, dsn(abs, o.busyTimeout, journal))
 	if err != nil {
 		return nil, errs.Wrap(err, errs.Internal, "opening database %s", abs)
@@ -129,6 +135,58 @@ const (
 	// readers and the writer just wait for each other (the busy timeout).
 	journalRollback = "delete"
 )
+
+// systemJournal is the journal this system supports, found once per process
+// on a scratch database, so that no process of an instance ever switches the
+// shared file to WAL where another one cannot follow it there.
+var systemJournal = sync.OnceValue(func() string {
+	dir, err := os.MkdirTemp("", "deepcode-journal-")
+	if err != nil {
+		return journalWAL // the real open tells
+	}
+	defer os.RemoveAll(dir)
+	probe, err := sql.Open(driverName, dsn(filepath.Join(dir, "probe.sqlite3"), time.Second, journalWAL))
+	if err != nil {
+		return journalWAL
+	}
+	defer probe.Close()
+	// A write and a read: an empty file may take the WAL switch without
+	// mapping anything yet.
+	_, err = probe.Exec("CREATE TABLE probe (x INTEGER); INSERT INTO probe VALUES (1); SELECT x FROM probe")
+	if noSharedMemory(err) {
+		return journalRollback
+	}
+	return journalWAL
+})
+
+// leaveWAL switches a file left in WAL mode (by a system with shared memory)
+// to the rollback journal. Without shared memory SQLite can open a WAL file
+// only in exclusive locking mode, keeping the index in the connection's own
+// memory: one such connection switches it, under the busy timeout, and
+// closes. A file not in WAL mode (header bytes 18 and 19 are 2 in WAL mode)
+// is left alone.
+func leaveWAL(ctx context.Context, abs string, busy time.Duration) error {
+	f, err := os.Open(abs)
+	if err != nil {
+		return classifyOpen(err, abs)
+	}
+	var hdr [20]byte
+	_, rerr := io.ReadFull(f, hdr[:])
+	_ = f.Close()
+	if rerr != nil || hdr[18] != 2 {
+		return nil // empty, new, or a rollback journal already
+	}
+	conv, err := sql.Open(driverName, fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=locking_mode(exclusive)&_pragma=journal_mode(%s)",
+		uriPath(abs), busy.Milliseconds(), journalRollback))
+	if err != nil {
+		return errs.Wrap(err, errs.Internal, "opening database %s", abs)
+	}
+	defer conv.Close()
+	if err := conv.PingContext(ctx); err != nil {
+		return classifyOpen(err, abs)
+	}
+	return nil
+}
 
 // noSharedMemory reports an open that failed because WAL's shared-memory
 // index could not be mapped.
@@ -384,25 +442,11 @@ func tightenSidecars(abs string) {
 // dsn is the driver's URI for abs. busy_timeout comes first (any _pragma
 // replaces the driver's default timeout); modeof makes SQLite create -wal
 // and -journal files with the database file's mode, as native SQLite does.
-//
-// The rollback journal is set in exclusive locking mode, then locking goes
-// back to normal: a file already in WAL mode (the first try switched it, or
-// a system that had shared memory) can only be opened without shared memory
-// while one connection holds it exclusively (SQLite keeps the WAL index in
-// that connection's own memory), and switching it needs to open it. Once the
-// file is in rollback mode this costs one brief exclusive lock per new
-// connection.
 func dsn(abs string, busy time.Duration, journal string) string {
 	p := uriPath(abs)
-	mode := "journal_mode(" + journal + ")"
-	if journal != journalWAL {
-		// schema_version reads the file: only then does normal locking
-		// release the exclusive lock.
-		mode = "locking_mode(exclusive)&_pragma=" + mode + "&_pragma=locking_mode(normal)&_pragma=schema_version"
-	}
-	return fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=%s"+
+	return fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(%s)"+
 		"&_pragma=foreign_keys(1)&_pragma=synchronous(normal)&_txlock=immediate&modeof=%s",
-		p, busy.Milliseconds(), mode, uriEscape(filepath.ToSlash(abs)))
+		p, busy.Milliseconds(), journal, uriEscape(filepath.ToSlash(abs)))
 }
 
 // uriPath is abs as the path of an SQLite URI filename: forward slashes,

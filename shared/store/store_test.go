@@ -467,6 +467,9 @@ func TestBusyIsServiceUnavailable(t *testing.T) {
 // already in WAL mode (the failed WAL try switched it) and must not leave a
 // connection holding the exclusive lock it switches under.
 func TestRollbackJournalFallback(t *testing.T) {
+	if got := systemJournal(); got != wantJournal() {
+		t.Fatalf("systemJournal() = %s, want %s", got, wantJournal())
+	}
 	for _, err := range []error{sqlite3.IOERR_SHMMAP, sqlite3.IOERR_SHMOPEN, fmt.Errorf("x: %w", sqlite3.IOERR_SHMSIZE)} {
 		if !noSharedMemory(errs.Wrap(err, errs.Internal, "opening")) {
 			t.Errorf("noSharedMemory(%v) = false", err)
