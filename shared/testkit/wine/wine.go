@@ -24,6 +24,12 @@ const (
 	FirstInstanceIgnored = "it ignores FILE_FLAG_FIRST_PIPE_INSTANCE, so a pipe squatter shares the name instead of failing the listener"
 	// NoUnixSockets: Wine has no AF_UNIX sockets.
 	NoUnixSockets = "it has no AF_UNIX sockets"
+	// PseudoConsoleUnwired: Wine 8's CreatePseudoConsole attaches the
+	// program and reports its exit, but the program's standard handles are
+	// not the console's (null ones stay null, or it inherits the parent's),
+	// so no output reaches the console's output pipe and no input reaches
+	// the program; ResizePseudoConsole answers "not implemented".
+	PseudoConsoleUnwired = "its pseudo console does not connect the program's standard handles (no output or input flows through it) and cannot be resized"
 	// NoPowerShell: Wine's powershell.exe is a stub that runs nothing.
 	NoPowerShell = "its powershell.exe is a stub that runs no script"
 )
