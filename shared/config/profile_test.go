@@ -403,7 +403,7 @@ func TestProfileSchema(t *testing.T) {
 	}
 	got := defaultTables()["profiles"].(map[string]any)
 	want := map[string]any{
-		"shell":  map[string]any{"provider": "exec", "command": []string{"/bin/sh", "-c", "{prompt}"}, "approval_policy": "ask"},
+		"shell":  map[string]any{"provider": "exec", "command": platformShell(), "approval_policy": "ask"},
 		"script": map[string]any{"provider": "script", "approval_policy": "ask"},
 	}
 	if !reflect.DeepEqual(got, want) {
