@@ -22,8 +22,6 @@ const (
 	// (FILE_FLAG_FIRST_PIPE_INSTANCE, NtCreateNamedPipeFile's FILE_CREATE),
 	// so a squatter cannot be detected.
 	FirstInstanceIgnored = "it ignores FILE_FLAG_FIRST_PIPE_INSTANCE, so a pipe squatter shares the name instead of failing the listener"
-	// NoUnixSockets: Wine has no AF_UNIX sockets.
-	NoUnixSockets = "it has no AF_UNIX sockets"
 	// PseudoConsoleUnwired: Wine 8's CreatePseudoConsole attaches the
 	// program and reports its exit, but the program's standard handles are
 	// not the console's (null ones stay null, or it inherits the parent's),
