@@ -124,9 +124,18 @@ type process struct {
 	console *conpty
 }
 
+// conptyAvailable reports the pseudo console API (Windows 10 1809+):
+// x/sys/windows panics calling a function the system lacks.
+var conptyAvailable = sync.OnceValue(func() bool {
+	return windows.NewLazySystemDLL("kernel32.dll").NewProc("CreatePseudoConsole").Find() == nil
+})
+
 // startPTY runs argv in dir with env attached to a new pseudo console of the
 // given size.
 func startPTY(argv []string, dir string, env []string, cols, rows int) (ptyMaster, *process, error) {
+	if !conptyAvailable() {
+		return nil, nil, errs.New(errs.NotImplemented, "terminals need Windows 10 1809 or later (this Windows has no pseudo console API)")
+	}
 	var inR, inW, outR, outW windows.Handle
 	if err := windows.CreatePipe(&inR, &inW, nil, 0); err != nil {
 		return nil, nil, errs.Wrap(err, errs.Overloaded, "cannot open a pseudo console")
@@ -141,7 +150,7 @@ func startPTY(argv []string, dir string, env []string, cols, rows int) (ptyMaste
 	closeHandles(inR, outW)
 	if err != nil {
 		closeHandles(inW, outR)
-		return nil, nil, errs.Wrap(err, errs.Overloaded, "cannot open a pseudo console (ConPTY needs Windows 10 1809 or later)")
+		return nil, nil, errs.Wrap(err, errs.Overloaded, "cannot open a pseudo console")
 	}
 	c := &conpty{in: os.NewFile(uintptr(inW), "conpty-input"), out: os.NewFile(uintptr(outR), "conpty-output"), console: hpc}
 	p, job, err := startAttached(argv, dir, env, hpc)
