@@ -64,16 +64,6 @@ func startPTY(argv []string, dir string, env []string, cols, rows int) (ptyMaste
 	return master, &process{cmd: cmd}, nil
 }
 
-func startError(name string, err error) error {
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return errs.Wrap(err, errs.NotFound, "cannot run %s: no such file", name)
-	case errors.Is(err, os.ErrPermission):
-		return errs.Wrap(err, errs.Forbidden, "cannot run %s: permission denied", name)
-	}
-	return errs.Wrap(err, errs.InvalidParams, "cannot run %s", name)
-}
-
 // setSize sets the window size through the poller-owned descriptor (never
 // Fd, which would make the master blocking). The foreground process group
 // gets SIGWINCH from the kernel.

@@ -254,16 +254,6 @@ func envBlock(env []string) ([]uint16, error) {
 	return append(b, 0), nil
 }
 
-func startError(name string, err error) error {
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return errs.Wrap(err, errs.NotFound, "cannot run %s: no such file", name)
-	case errors.Is(err, os.ErrPermission):
-		return errs.Wrap(err, errs.Forbidden, "cannot run %s: permission denied", name)
-	}
-	return errs.Wrap(err, errs.InvalidParams, "cannot run %s", name)
-}
-
 func closeHandles(hs ...windows.Handle) {
 	for _, h := range hs {
 		_ = windows.CloseHandle(h)
