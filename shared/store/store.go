@@ -138,8 +138,12 @@ const (
 
 // systemJournal is the journal this system supports, found once per process
 // on a scratch database, so that no process of an instance ever switches the
-// shared file to WAL where another one cannot follow it there.
+// shared file to WAL where another one cannot follow it there. Only Windows
+// can lack the shared memory (the driver maps it with mmap elsewhere).
 var systemJournal = sync.OnceValue(func() string {
+	if runtime.GOOS != "windows" {
+		return journalWAL
+	}
 	dir, err := os.MkdirTemp("", "deepcode-journal-")
 	if err != nil {
 		return journalWAL // the real open tells
