@@ -230,8 +230,8 @@ func (p Profile) check(prefix string) []issue {
 }
 
 // Defaults returns the built-in configuration, the lowest layer, including
-// the built-in profiles "shell" (runs the prompt with /bin/sh -c) and
-// "script".
+// the built-in profiles "shell" (runs the prompt with the platform's shell:
+// /bin/sh -c, on Windows cmd.exe /d /s /c) and "script".
 func Defaults() Config {
 	var c Config
 	c.Port = 3081
@@ -247,7 +247,7 @@ func Defaults() Config {
 	c.Termhost.MaxLive = 8
 	c.Termhost.MaxExited = 8
 	c.Profiles = map[string]Profile{
-		"shell":  {Provider: "exec", Command: []string{"/bin/sh", "-c", "{prompt}"}, ApprovalPolicy: defaultApprovalPolicy},
+		"shell":  {Provider: "exec", Command: shellCommand(), ApprovalPolicy: defaultApprovalPolicy},
 		"script": {Provider: "script", ApprovalPolicy: defaultApprovalPolicy},
 	}
 	return c

@@ -36,8 +36,8 @@ func (a *app) execCommand() *cobra.Command {
 needed) and follow it to its end.
 
 The task's words are joined with spaces; "-" alone reads the task from stdin.
-The default profile "shell" runs the task as a /bin/sh command line; --profile
-selects another configured profile (e.g. "script").
+The default profile "shell" runs the task as a /bin/sh command line (a cmd.exe
+one on Windows); --profile selects another configured profile (e.g. "script").
 
 In the foreground the output is rendered from the durable event log: agent
 messages and command stdout go to stdout, command stderr to stderr. A lost
