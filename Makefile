@@ -6,7 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X github.com/deepcode-dev/deepcode/shared/buildinfo.Version=$(VERSION)
 SERVICES := deepcode-manager deepcode-gateway deepcode-supervisor deepcode-agentd deepcode-termhost deepcode-scheduler
 
-.PHONY: all build install uninstall test fmt-check vet staticcheck unit bench fuzz cross clean web package
+.PHONY: all build install uninstall test fmt-check vet staticcheck unit bench fuzz cross clean web package chaos
 
 all: build
 
@@ -45,6 +45,18 @@ staticcheck:
 
 unit:
 	$(GO) test -race -count=1 -timeout 25m ./...
+
+## chaos: the chaos suite (shared/testkit/chaos): CHAOS_TRIALS trials (40) of
+## every kind of fault (CHAOS_KINDS, default all) under a mixed workload,
+## checking the invariants after each; its short form (5 trials) runs in `make
+## test`. CHAOS_FLAGS adds go test flags (e.g. -race); DEEPCODE_CHAOS_SEED
+## replays a run.
+CHAOS_TRIALS ?= 40
+CHAOS_KINDS  ?= all
+CHAOS_FLAGS  ?=
+chaos:
+	DEEPCODE_CHAOS_TRIALS=$(CHAOS_TRIALS) DEEPCODE_CHAOS_KINDS=$(CHAOS_KINDS) \
+	$(GO) test $(CHAOS_FLAGS) -count=1 -v -timeout 90m -run '^TestChaos$$' ./shared/testkit/chaos
 
 ## bench: the benchmarks, with the figures the issues ask for
 bench:

@@ -158,17 +158,17 @@ type TaskState struct {
 func (s *TaskState) Running() bool { return s.Installed && s.State == "Running" }
 
 // Register registers (or replaces) the task; it does not start it.
-func (a *Adapter) Register(ctx context.Context) error { return a.do(ctx, "register", nil) }
+func (a *Adapter) Register(ctx context.Context) error { return a.act(ctx, "register") }
 
 // Unregister stops and removes the task; a missing one is not an error.
-func (a *Adapter) Unregister(ctx context.Context) error { return a.do(ctx, "unregister", nil) }
+func (a *Adapter) Unregister(ctx context.Context) error { return a.act(ctx, "unregister") }
 
 // Start runs the task now.
-func (a *Adapter) Start(ctx context.Context) error { return a.do(ctx, "start", nil) }
+func (a *Adapter) Start(ctx context.Context) error { return a.act(ctx, "start") }
 
 // Stop ends a running task (Task Scheduler terminates its process: drain
 // the instance through the management protocol first).
-func (a *Adapter) Stop(ctx context.Context) error { return a.do(ctx, "stop", nil) }
+func (a *Adapter) Stop(ctx context.Context) error { return a.act(ctx, "stop") }
 
 // Query describes the task.
 func (a *Adapter) Query(ctx context.Context) (*TaskState, error) {
@@ -177,6 +177,25 @@ func (a *Adapter) Query(ctx context.Context) (*TaskState, error) {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// answerKey is the member each action's one line of JSON must hold (see
+// adapter.ps1); for the actions that change something it must be true.
+var answerKey = map[string]string{
+	"register": "registered", "unregister": "removed", "start": "started", "stop": "stopped", "query": "installed",
+}
+
+// act runs an action that changes the task and checks that the adapter
+// confirmed it.
+func (a *Adapter) act(ctx context.Context, action string) error {
+	var ans map[string]any
+	if err := a.do(ctx, action, &ans); err != nil {
+		return err
+	}
+	if action != "unregister" && ans[answerKey[action]] != true {
+		return a.badAnswer(action, fmt.Sprintf("it did not confirm %q", answerKey[action]))
+	}
+	return nil
 }
 
 func (a *Adapter) powerShell() string {
@@ -200,6 +219,10 @@ func (a *Adapter) Command(ctx context.Context, action string) *exec.Cmd {
 		"-ConfigPath", ConfigPath(a.ServiceDir))
 }
 
+// do runs action and decodes its answer into result. An answer that is not
+// one JSON object holding the action's member fails: a PowerShell that
+// exits 0 without running the script (a stub, a policy that blocks it, a
+// broken installation) must not pass for a registered task.
 func (a *Adapter) do(ctx context.Context, action string, result any) error {
 	if _, err := os.Stat(ConfigPath(a.ServiceDir)); err != nil {
 		return ErrNotInstalled
@@ -218,12 +241,25 @@ func (a *Adapter) do(ctx context.Context, action string, result any) error {
 		}
 		return errs.Wrap(err, errs.StartFailed, "Task Scheduler %s failed: %s", action, msg)
 	}
-	if result == nil {
-		return nil
-	}
 	line := bytes.TrimSpace(out.Bytes())
+	if len(line) == 0 {
+		return a.badAnswer(action, "it printed nothing")
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(line, &members); err != nil || members == nil {
+		return a.badAnswer(action, fmt.Sprintf("it printed %q, not a JSON object", fmt.Sprintf("%.200s", line)))
+	}
+	if v := string(members[answerKey[action]]); v != "true" && v != "false" {
+		return a.badAnswer(action, fmt.Sprintf("its answer %q has no %q true or false", fmt.Sprintf("%.200s", line), answerKey[action]))
+	}
 	if err := json.Unmarshal(line, result); err != nil {
-		return errs.Wrap(err, errs.Internal, "unexpected answer from the Task Scheduler adapter: %q", fmt.Sprintf("%.200s", line))
+		return a.badAnswer(action, fmt.Sprintf("its answer %q does not fit: %v", fmt.Sprintf("%.200s", line), err))
 	}
 	return nil
+}
+
+func (a *Adapter) badAnswer(action, what string) error {
+	return errs.New(errs.StartFailed,
+		"the Task Scheduler adapter gave no valid answer to %s (%s): check that Windows PowerShell (%s) runs scripts for this user (`deepcode doctor` shows the task's state), then try again",
+		action, what, a.powerShell())
 }

@@ -210,6 +210,7 @@ func (s *Supervisor) run(status *statusWriter) (int, error) {
 		s.children = append(s.children, cp)
 		go cp.loop(ctx)
 	}
+	s.awaitListening(ctx, present)
 	s.log.Info("instance started", "instance", s.instanceID, "pid", os.Getpid(), "port", s.port, "database", s.layout.Database, "version", buildinfo.Version)
 	status.write(StartupEvent{Event: "started", InstanceID: s.instanceID, PID: os.Getpid(), Port: s.port})
 

@@ -3,6 +3,7 @@
 package supervisor
 
 import (
+	"context"
 	"net"
 	"os"
 	"strconv"
@@ -145,3 +146,7 @@ func closeAll(lns map[string]net.Listener) {
 		_ = ln.Close()
 	}
 }
+
+// awaitListening has nothing to wait for: the supervisor bound every socket
+// itself before it started the services.
+func (s *Supervisor) awaitListening(context.Context, []Child) {}

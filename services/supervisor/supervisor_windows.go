@@ -1,9 +1,12 @@
 package supervisor
 
 import (
+	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -159,6 +162,48 @@ func (s *Supervisor) checkPipe(name string) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// awaitListening waits until every service present answers on its pipe and
+// the gateway on its port, so that "started" means what it means on Unix:
+// a client may connect now. Each service binds its own pipe here, after it
+// started; reporting earlier made the CLI's first dial fail with "file not
+// found" and the start fail. It gives up at the start timeout (the CLI then
+// reports the service that is not ready) or when a service failed fatally
+// (the instance is stopping).
+func (s *Supervisor) awaitListening(ctx context.Context, present []Child) {
+	deadline := time.Now().Add(s.cfg.Service.StartTimeout)
+	pending := socketNames(present)
+	for len(pending) > 0 {
+		if err := s.dialPipe(ctx, pending[0]); err == nil {
+			pending = pending[1:]
+			continue
+		}
+		if time.Now().After(deadline) || len(s.fatal) > 0 || ctx.Err() != nil {
+			s.log.Warn("reporting started before every service listens", "waiting for", pending)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for time.Now().Before(deadline) && len(s.fatal) == 0 {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)), time.Second)
+		if err == nil {
+			_ = c.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// dialPipe connects to the pipe of socket name and hangs up.
+func (s *Supervisor) dialPipe(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	c, err := activation.DialPipe(ctx, s.layout.DBID, name)
+	if err != nil {
+		return err
+	}
+	return c.Close()
 }
 
 // unbind has nothing to release: no socket files, no listeners held.

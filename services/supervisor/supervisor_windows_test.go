@@ -3,6 +3,7 @@ package supervisor
 import (
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/config"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/paths"
+	"github.com/deepcode-dev/deepcode/shared/testkit/wine"
 	wintask "github.com/deepcode-dev/deepcode/windows"
 )
 
@@ -50,6 +52,7 @@ func TestBindChecksThePipesAndLeavesThemFree(t *testing.T) {
 // A squatter on any pipe fails the start at once with ALREADY_RUNNING
 // (there is no previous instance to wait for).
 func TestBindFailsOnASquattedPipe(t *testing.T) {
+	wine.Skip(t, wine.FirstInstanceIgnored)
 	s := testSupervisor(t)
 	name, _ := activation.PipeName(s.layout.DBID, "agentd")
 	squatter, err := winio.ListenPipe(name, &winio.PipeConfig{SecurityDescriptor: "D:P(A;;GA;;;WD)"})
@@ -127,5 +130,60 @@ func TestForwardStopRequests(t *testing.T) {
 	case <-stop:
 		t.Fatal("the manager's exit was taken for a stop request")
 	default:
+	}
+}
+
+// "started" waits for the services' own pipes and the gateway's port: a
+// service that binds its pipe late (each service binds its own on Windows)
+// holds the report back until a client can connect.
+func TestAwaitListeningWaitsForEveryPipe(t *testing.T) {
+	s := testSupervisor(t)
+	s.fatal = make(chan error, 1)
+	present := []Child{{Name: "manager", Sockets: []string{"manager"}}, {Name: "gateway", Sockets: []string{"gateway", "http"}}}
+	tcp, err := activation.BindTCP(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	s.port = activation.Port(tcp)
+	serve := func(ln net.Listener) {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}
+	go serve(tcp)
+	ready := make(chan net.Listener, 1)
+	for _, name := range []string{"manager", "gateway"} {
+		if name == "gateway" {
+			// The gateway's pipe comes later, once awaitListening is waiting.
+			time.AfterFunc(300*time.Millisecond, func() {
+				ln, err := activation.ListenPipe(s.layout.DBID, name)
+				if err != nil {
+					t.Error(err)
+					close(ready)
+					return
+				}
+				ready <- ln
+				serve(ln)
+			})
+			continue
+		}
+		ln, err := activation.ListenPipe(s.layout.DBID, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go serve(ln)
+	}
+	s.awaitListening(t.Context(), present)
+	select {
+	case ln := <-ready:
+		defer ln.Close()
+	default:
+		t.Fatal("awaitListening returned before the gateway listened on its pipe")
 	}
 }

@@ -30,7 +30,7 @@ type process struct {
 // leader of a new session whose controlling terminal is the PTY. It returns
 // the master, non-blocking so that the runtime poller serves reads and a
 // read deadline can end them.
-func startPTY(argv []string, dir string, env []string, cols, rows int) (*os.File, *process, error) {
+func startPTY(argv []string, dir string, env []string, cols, rows int) (ptyMaster, *process, error) {
 	m, tty, err := pty.Open()
 	if err != nil {
 		return nil, nil, errs.Wrap(err, errs.Overloaded, "cannot open a pseudo-terminal")
@@ -64,20 +64,14 @@ func startPTY(argv []string, dir string, env []string, cols, rows int) (*os.File
 	return master, &process{cmd: cmd}, nil
 }
 
-func startError(name string, err error) error {
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return errs.Wrap(err, errs.NotFound, "cannot run %s: no such file", name)
-	case errors.Is(err, os.ErrPermission):
-		return errs.Wrap(err, errs.Forbidden, "cannot run %s: permission denied", name)
-	}
-	return errs.Wrap(err, errs.InvalidParams, "cannot run %s", name)
-}
-
 // setSize sets the window size through the poller-owned descriptor (never
 // Fd, which would make the master blocking). The foreground process group
 // gets SIGWINCH from the kernel.
-func setSize(master *os.File, cols, rows int) error {
+func setSize(m ptyMaster, cols, rows int) error {
+	master, ok := m.(*os.File)
+	if !ok {
+		return errs.New(errs.Internal, "not a pseudo-terminal")
+	}
 	rc, err := master.SyscallConn()
 	if err != nil {
 		return errs.Wrap(err, errs.Internal, "resizing the terminal")

@@ -21,7 +21,7 @@ type terminal struct {
 	command  []string
 	seq      uint64
 
-	master *os.File
+	master ptyMaster
 	proc   *process
 
 	wmu sync.Mutex // serialises input and resize on the master
@@ -44,6 +44,16 @@ type terminal struct {
 	procDone chan struct{} // the leader was reaped
 	done     chan struct{} // exited: output final, descriptors closed
 	closing  atomic.Bool   // terminate has begun
+}
+
+// ptyMaster is the terminal's side of its PTY: the master on Unix, a pseudo
+// console's pipes on Windows.
+type ptyMaster interface {
+	Read(p []byte) (int, error)
+	WriteString(s string) (int, error)
+	Close() error
+	SetReadDeadline(t time.Time) error
+	SetWriteDeadline(t time.Time) error
 }
 
 // readLoop copies the PTY's output into the window until the PTY ends (EIO

@@ -48,7 +48,26 @@ func ListenPipe(dbID, name string) (net.Listener, error) {
 		}
 		return nil, errs.Wrap(err, errs.StartFailed, "cannot listen on %s", path)
 	}
+	closeFirstInstance(path)
 	return ln, nil
+}
+
+// closeFirstInstance makes sure no client can ever connect to go-winio's
+// first pipe instance, the one that holds the name and is never accepted on.
+// Windows creates it disconnected, so this one attempt to open the pipe
+// (before any Accept, without waiting) fails with ERROR_PIPE_BUSY and
+// changes nothing. Wine creates it listening, so the first client would
+// connect to it and wait forever (go-winio #173, #313): this attempt is that
+// client, and closing it leaves the instance closed to everyone.
+func closeFirstInstance(path string) {
+	p, err := windows.UTF16PtrFromString(path)
+	if err != nil {
+		return
+	}
+	h, err := windows.CreateFile(p, windows.GENERIC_READ|windows.GENERIC_WRITE, 0, nil, windows.OPEN_EXISTING, 0, 0)
+	if err == nil {
+		_ = windows.CloseHandle(h)
+	}
 }
 
 // pipeTaken reports the errors of creating a first instance whose name

@@ -302,8 +302,9 @@ func (p Profile) checkNative(prefix string) []issue {
 }
 
 // Defaults returns the built-in configuration, the lowest layer, including
-// the built-in profiles "shell" (runs the prompt with /bin/sh -c),
-// "script" and "deepcode" (agentd's own agent; see [Config.DefaultProfile]).
+// the built-in profiles "shell" (runs the prompt with the platform's shell:
+// /bin/sh -c, on Windows cmd.exe /d /s /c), "script" and "deepcode"
+// (agentd's own agent; see [Config.DefaultProfile]).
 func Defaults() Config {
 	var c Config
 	c.Port = 3081
@@ -319,7 +320,7 @@ func Defaults() Config {
 	c.Termhost.MaxLive = 8
 	c.Termhost.MaxExited = 8
 	c.Profiles = map[string]Profile{
-		"shell":  {Provider: "exec", Command: []string{"/bin/sh", "-c", "{prompt}"}, ApprovalPolicy: defaultApprovalPolicy},
+		"shell":  {Provider: "exec", Command: shellCommand(), ApprovalPolicy: defaultApprovalPolicy},
 		"script": {Provider: "script", ApprovalPolicy: defaultApprovalPolicy},
 		// agentd's own agent: it needs a model ([profiles.deepcode] model,
 		// base_url, api) and becomes the default profile once it has one.

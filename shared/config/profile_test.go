@@ -3,6 +3,7 @@ package config
 import (
 	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -13,10 +14,19 @@ import (
 )
 
 var (
-	builtinShell    = Profile{Provider: "exec", Command: []string{"/bin/sh", "-c", "{prompt}"}, ApprovalPolicy: "ask"}
+	builtinShell    = Profile{Provider: "exec", Command: platformShell(), ApprovalPolicy: "ask"}
 	builtinScript   = Profile{Provider: "script", ApprovalPolicy: "ask"}
 	builtinDeepcode = Profile{Provider: "deepcode", API: "chat", ApprovalPolicy: "ask"}
 )
+
+// platformShell is the built-in shell profile's command: the platform's
+// shell, since Windows has no /bin/sh (it ran into PROVIDER_UNAVAILABLE).
+func platformShell() []string {
+	if runtime.GOOS == "windows" {
+		return []string{"cmd.exe", "/d", "/s", "/c", "{prompt}"}
+	}
+	return []string{"/bin/sh", "-c", "{prompt}"}
+}
 
 // loadBody loads body as the file with an empty environment.
 func loadBody(t *testing.T, body string) (*Config, string, error) {
@@ -57,7 +67,7 @@ func TestBuiltinProfiles(t *testing.T) {
 	// Profile returns a copy; Defaults returns fresh maps.
 	p, _ := c.Profile("shell")
 	p.Command[0] = "/bin/evil"
-	if c.Profiles["shell"].Command[0] != "/bin/sh" {
+	if c.Profiles["shell"].Command[0] != platformShell()[0] {
 		t.Fatal("Profile shares Command with the Config")
 	}
 	d.Profiles["shell"] = Profile{}
@@ -430,7 +440,7 @@ func TestProfileSchema(t *testing.T) {
 	}
 	got := defaultTables()["profiles"].(map[string]any)
 	want := map[string]any{
-		"shell":    map[string]any{"provider": "exec", "command": []string{"/bin/sh", "-c", "{prompt}"}, "approval_policy": "ask"},
+		"shell":    map[string]any{"provider": "exec", "command": platformShell(), "approval_policy": "ask"},
 		"script":   map[string]any{"provider": "script", "approval_policy": "ask"},
 		"deepcode": map[string]any{"provider": "deepcode", "api": "chat", "approval_policy": "ask"},
 	}

@@ -47,7 +47,7 @@ func tailLive(path string, n int) (out []string, live *os.File, liveEnd int64, e
 	need := n
 
 	var liveInfo os.FileInfo
-	live, err = os.Open(path)
+	live, err = openShared(path)
 	switch {
 	case err == nil:
 		if liveInfo, err = live.Stat(); err != nil {
@@ -127,7 +127,7 @@ func TailFollow(ctx context.Context, path string, n int, w io.Writer, poll time.
 // (removed by lumberjack meanwhile) or that is the live file we already read
 // (rotated while we listed) gives none.
 func tailBackup(name string, live os.FileInfo, n int) ([]string, error) {
-	f, err := os.Open(name)
+	f, err := openShared(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -255,7 +255,7 @@ func (fl *follower) close() {
 // file when path was replaced.
 func (fl *follower) step() error {
 	if fl.f == nil {
-		f, err := os.Open(fl.path)
+		f, err := openShared(fl.path)
 		if errors.Is(err, fs.ErrNotExist) {
 			fl.started = true // when it appears, all of it is new
 			return nil

@@ -16,7 +16,10 @@ func testService(supervised bool) (*Service, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{Name: "test", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), ctx: ctx, cancel: cancel}
 	if supervised {
-		s.SupervisorPID = os.Getppid()
+		// Any pid but 0 marks the service supervised. Not os.Getppid(): a
+		// process whose parent is no Windows process (under Wine, started
+		// from Linux) has parent pid 0.
+		s.SupervisorPID = os.Getpid()
 	}
 	return s, cancel
 }
@@ -93,7 +96,7 @@ func TestRequestSupervisorStopWritesOnThePipe(t *testing.T) {
 		}
 		stopRequest.mu.Unlock()
 	}()
-	if err := RequestSupervisorStop(os.Getppid()); err != nil {
+	if err := RequestSupervisorStop(os.Getpid()); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 1)

@@ -87,7 +87,7 @@ func wantCode(t testing.TB, err error, code errs.Code) *errs.Error {
 // rawDB opens path with the driver directly, bypassing Open's checks.
 func rawDB(t testing.TB, path string) *sql.DB {
 	t.Helper()
-	sqldb, err := sql.Open(driverName, dsn(path, defaultBusyTimeout))
+	sqldb, err := sql.Open(driverName, dsn(path, defaultBusyTimeout, wantJournal()))
 	if err != nil {
 		t.Fatal(err)
 	}

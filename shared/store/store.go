@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -39,7 +40,8 @@ type DB struct {
 	path    string
 	clock   func() time.Time
 	version int
-	applied int // migrations this Open applied itself (tests)
+	applied int    // migrations this Open applied itself (tests)
+	journal string // journalWAL, or journalRollback without shared memory
 
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt // see Prepared; nil once closed
@@ -89,7 +91,25 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		return nil, err
 	}
 
-	sqldb, err := sql.Open(driverName, dsn(abs, o.busyTimeout))
+	db, err := openJournal(ctx, abs, o, systemJournal())
+	if err != nil && noSharedMemory(err) {
+		// See journalRollback: this file system cannot share WAL's index.
+		db, err = openJournal(ctx, abs, o, journalRollback)
+	}
+	if err != nil {
+		return nil, err
+	}
+	tightenSidecars(abs)
+	return db, nil
+}
+
+func openJournal(ctx context.Context, abs string, o options, journal string) (*DB, error) {
+	if journal == journalRollback {
+		if err := leaveWAL(ctx, abs, o.busyTimeout); err != nil {
+			return nil, err
+		}
+	}
+	sqldb, err := sql.Open(driverName, dsn(abs, o.busyTimeout, journal))
 	if err != nil {
 		return nil, errs.Wrap(err, errs.Internal, "opening database %s", abs)
 	}
@@ -97,14 +117,90 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	sqldb.SetMaxIdleConns(maxOpenConns)
 	sqldb.SetConnMaxIdleTime(5 * time.Minute)
 
-	db := &DB{sql: sqldb, path: abs, clock: o.clock, stmts: map[string]*sql.Stmt{}}
+	db := &DB{sql: sqldb, path: abs, clock: o.clock, journal: journal, stmts: map[string]*sql.Stmt{}}
 	if err := db.migrate(ctx, o.busyTimeout); err != nil {
 		_ = sqldb.Close()
 		return nil, err
 	}
-	tightenSidecars(abs)
 	return db, nil
 }
+
+const (
+	journalWAL = "wal"
+	// journalRollback is the journal where WAL cannot work: WAL keeps its
+	// index in memory shared between the processes (the -shm file, mapped),
+	// and the driver maps it only where it can reserve address space with
+	// placeholders (on Windows from 10 1803 / Server 2019; not Wine 8). With
+	// a rollback journal every process still coordinates through file locks,
+	// readers and the writer just wait for each other (the busy timeout).
+	journalRollback = "delete"
+)
+
+// systemJournal is the journal this system supports, found once per process
+// on a scratch database, so that no process of an instance ever switches the
+// shared file to WAL where another one cannot follow it there. Only Windows
+// can lack the shared memory (the driver maps it with mmap elsewhere).
+var systemJournal = sync.OnceValue(func() string {
+	if runtime.GOOS != "windows" {
+		return journalWAL
+	}
+	dir, err := os.MkdirTemp("", "deepcode-journal-")
+	if err != nil {
+		return journalWAL // the real open tells
+	}
+	defer os.RemoveAll(dir)
+	probe, err := sql.Open(driverName, dsn(filepath.Join(dir, "probe.sqlite3"), time.Second, journalWAL))
+	if err != nil {
+		return journalWAL
+	}
+	defer probe.Close()
+	// A write and a read: an empty file may take the WAL switch without
+	// mapping anything yet.
+	_, err = probe.Exec("CREATE TABLE probe (x INTEGER); INSERT INTO probe VALUES (1); SELECT x FROM probe")
+	if noSharedMemory(err) {
+		return journalRollback
+	}
+	return journalWAL
+})
+
+// leaveWAL switches a file left in WAL mode (by a system with shared memory)
+// to the rollback journal. Without shared memory SQLite can open a WAL file
+// only in exclusive locking mode, keeping the index in the connection's own
+// memory: one such connection switches it, under the busy timeout, and
+// closes. A file not in WAL mode (header bytes 18 and 19 are 2 in WAL mode)
+// is left alone.
+func leaveWAL(ctx context.Context, abs string, busy time.Duration) error {
+	f, err := os.Open(abs)
+	if err != nil {
+		return classifyOpen(err, abs)
+	}
+	var hdr [20]byte
+	_, rerr := io.ReadFull(f, hdr[:])
+	_ = f.Close()
+	if rerr != nil || hdr[18] != 2 {
+		return nil // empty, new, or a rollback journal already
+	}
+	conv, err := sql.Open(driverName, fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=locking_mode(exclusive)&_pragma=journal_mode(%s)",
+		uriPath(abs), busy.Milliseconds(), journalRollback))
+	if err != nil {
+		return errs.Wrap(err, errs.Internal, "opening database %s", abs)
+	}
+	defer conv.Close()
+	if err := conv.PingContext(ctx); err != nil {
+		return classifyOpen(err, abs)
+	}
+	return nil
+}
+
+// noSharedMemory reports an open that failed because WAL's shared-memory
+// index could not be mapped.
+func noSharedMemory(err error) bool {
+	return errors.Is(err, sqlite3.IOERR_SHMMAP) || errors.Is(err, sqlite3.IOERR_SHMOPEN) || errors.Is(err, sqlite3.IOERR_SHMSIZE)
+}
+
+// Journal is the database's journal mode: "wal", or "delete" (a rollback
+// journal) on a system where WAL's shared memory cannot be mapped.
+func (db *DB) Journal() string { return db.journal }
 
 // SQL is the underlying pool (at most a few connections). Write transactions
 // begun on it take the write lock at once (BEGIN IMMEDIATE); read-only
@@ -350,20 +446,22 @@ func tightenSidecars(abs string) {
 // dsn is the driver's URI for abs. busy_timeout comes first (any _pragma
 // replaces the driver's default timeout); modeof makes SQLite create -wal
 // and -journal files with the database file's mode, as native SQLite does.
-func dsn(abs string, busy time.Duration) string {
+func dsn(abs string, busy time.Duration, journal string) string {
 	p := uriPath(abs)
-	return fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(wal)"+
+	return fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(%s)"+
 		"&_pragma=foreign_keys(1)&_pragma=synchronous(normal)&_txlock=immediate&modeof=%s",
-		p, busy.Milliseconds(), uriEscape(filepath.ToSlash(abs)))
+		p, busy.Milliseconds(), journal, uriEscape(filepath.ToSlash(abs)))
 }
 
-// uriPath is abs as the path of an SQLite URI filename: forward slashes, a
-// leading slash (Windows drive paths become /C:/...), every byte outside the
-// unreserved set percent-encoded (SQLite decodes %HH; '?' and '#' would end
-// the path and '%' would start an escape).
+// uriPath is abs as the path of an SQLite URI filename: forward slashes,
+// every byte outside the unreserved set percent-encoded (SQLite decodes %HH;
+// '?' and '#' would end the path and '%' would start an escape). A Windows
+// drive path stays C:/...: native SQLite strips the slash of file:///C:/...,
+// but the driver's Go VFS hands the path to the OS as it is, and /C:/... is
+// no Windows path.
 func uriPath(abs string) string {
 	p := filepath.ToSlash(abs)
-	if !strings.HasPrefix(p, "/") {
+	if !strings.HasPrefix(p, "/") && !hasDriveLetter(p) {
 		p = "/" + p
 	}
 	p = uriEscape(p)
@@ -372,6 +470,11 @@ func uriPath(abs string) string {
 		p = "//" + p
 	}
 	return p
+}
+
+// hasDriveLetter reports whether p starts with a Windows drive ("C:").
+func hasDriveLetter(p string) bool {
+	return len(p) >= 2 && p[1] == ':' && ('a' <= p[0]|0x20 && p[0]|0x20 <= 'z')
 }
 
 func uriEscape(s string) string {

@@ -275,7 +275,7 @@ socket waits and the next connection starts it; "stopped" means the whole
 service is not running.`
 
 func (a *app) daemonStatusOf(st mgmt.Status) daemonStatus {
-	ds := daemonStatus{State: mgmt.PhaseStopped, InstanceID: st.InstanceID, Socket: a.layout.Socket(paths.AgentdSocket)}
+	ds := daemonStatus{State: mgmt.PhaseStopped, InstanceID: st.InstanceID, Socket: socketAddress(a.layout, paths.AgentdSocket)}
 	if s := st.Sockets["agentd"]; s != "" {
 		ds.Socket = s
 	}

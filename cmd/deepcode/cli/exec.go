@@ -39,8 +39,8 @@ The task's words are joined with spaces; "-" alone reads the task from stdin.
 The default profile is "deepcode", agentd's own agent, once a model is
 configured for it ([profiles.deepcode] model, base_url and api in
 config.toml; see docs/PROVIDERS.md), else "shell", which runs the task as a
-/bin/sh command line; --profile selects another configured profile (e.g.
-"script").
+/bin/sh command line (a cmd.exe one on Windows); --profile selects another
+configured profile (e.g. "script").
 
 In the foreground the output is rendered from the durable event log: agent
 messages and command stdout go to stdout, command stderr to stderr. A lost

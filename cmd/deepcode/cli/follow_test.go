@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -178,11 +179,16 @@ func TestAgentdLogs(t *testing.T) {
 }
 
 func TestDaemonStatusOf(t *testing.T) {
-	l := &paths.Layout{RuntimeDir: "/run/x"}
+	l := &paths.Layout{RuntimeDir: filepath.Join(t.TempDir(), "abcdef234567")}
 	a := &app{layout: l}
+	// Where a client would reach agentd: the socket, or on Windows its pipe.
+	want := filepath.Join(l.RuntimeDir, "agentd.sock")
+	if runtime.GOOS == "windows" {
+		want = `\\.\pipe\deepcode-abcdef234567-agentd`
+	}
 	stopped := a.daemonStatusOf(mgmt.Status{})
-	if stopped.Running || stopped.State != "stopped" || stopped.Socket != "/run/x/agentd.sock" {
-		t.Fatalf("%+v", stopped)
+	if stopped.Running || stopped.State != "stopped" || stopped.Socket != want {
+		t.Fatalf("%+v, want socket %s", stopped, want)
 	}
 	st := mgmt.Status{InstanceID: "inst_1", Sockets: map[string]string{"agentd": "/s/agentd.sock"},
 		Services: map[string]mgmt.ServiceState{"agentd": {State: "running", PID: 42, Started: "2026-01-01T00:00:00Z",

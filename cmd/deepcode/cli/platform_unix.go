@@ -8,9 +8,14 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/paths"
 )
 
 const exeSuffix = ""
+
+// socketAddress is where a client reaches the service socket file of l.
+func socketAddress(l *paths.Layout, file string) string { return l.Socket(file) }
 
 // detach puts the supervisor in its own session: no controlling terminal,
 // so closing the launching terminal does not signal it.

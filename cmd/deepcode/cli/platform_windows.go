@@ -8,11 +8,23 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/deepcode-dev/deepcode/shared/activation"
 	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/paths"
 	"golang.org/x/sys/windows"
 )
 
 const exeSuffix = ".exe"
+
+// socketAddress is where a client reaches the service socket file of l: the
+// named pipe that stands for it (\\.\pipe\deepcode-<db-id>-<name>), as a
+// running instance records it in instance.json.
+func socketAddress(l *paths.Layout, file string) string {
+	if p, err := activation.SocketPipe(l.Socket(file)); err == nil {
+		return p
+	}
+	return l.Socket(file)
+}
 
 // detach starts the supervisor without a console and in its own process
 // group: closing the launching console or its Ctrl-C does not reach it.
