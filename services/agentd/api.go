@@ -84,6 +84,7 @@ type turnRef struct {
 func (a *Agentd) methods(mux *rpc.Mux) {
 	mux.HandleFunc(api.MethodInitialize, a.initialize)
 	mux.Handle(api.MethodThreadStart, rpc.Method(a.threadStart))
+	mux.Handle(api.MethodThreadWorkspace, rpc.Method(a.threadWorkspace))
 	mux.Handle(api.MethodThreadList, rpc.Method(func(ctx context.Context, p struct {
 		Cursor string `json:"cursor,omitempty"`
 		Limit  int    `json:"limit,omitempty"`

@@ -8,22 +8,26 @@ const (
 	MethodInitialize = "initialize"
 	MethodShutdown   = "shutdown"
 
-	MethodThreadStart   = "thread/start"
-	MethodThreadList    = "thread/list"
-	MethodThreadRead    = "thread/read"
-	MethodTurnStart     = "turn/start"
-	MethodTurnEnqueue   = "turn/enqueue"
-	MethodTurnSteer     = "turn/steer"
-	MethodTurnInterrupt = "turn/interrupt"
-	MethodTurnRead      = "turn/read"
-	MethodTurnInputRead = "turn/input/read"
-	MethodEventReplay   = "event/replay"
-	MethodApprovalList  = "approval/list"
-	MethodApprovalReply = "approval/respond"
-	MethodAgentRun      = "agent/run"
-	MethodAgentContinue = "agent/continue"
-	MethodAgentShow     = "agent/show"
-	MethodAgentList     = "agent/list"
+	MethodThreadStart = "thread/start"
+	MethodThreadList  = "thread/list"
+	MethodThreadRead  = "thread/read"
+	// MethodThreadWorkspace answers a thread's workspace and whether it is
+	// trusted: termhost asks it before it opens a terminal there, rather
+	// than reading agentd's tables itself.
+	MethodThreadWorkspace = "thread/workspace"
+	MethodTurnStart       = "turn/start"
+	MethodTurnEnqueue     = "turn/enqueue"
+	MethodTurnSteer       = "turn/steer"
+	MethodTurnInterrupt   = "turn/interrupt"
+	MethodTurnRead        = "turn/read"
+	MethodTurnInputRead   = "turn/input/read"
+	MethodEventReplay     = "event/replay"
+	MethodApprovalList    = "approval/list"
+	MethodApprovalReply   = "approval/respond"
+	MethodAgentRun        = "agent/run"
+	MethodAgentContinue   = "agent/continue"
+	MethodAgentShow       = "agent/show"
+	MethodAgentList       = "agent/list"
 
 	MethodTerminalCreate = "terminal/create"
 	MethodTerminalInput  = "terminal/input"
@@ -55,19 +59,20 @@ const (
 // nothing is inferred from names. Safe methods may be repeated; keyed ones
 // only with their original non-empty key and the same request.
 var RequestRetry = map[string]string{
-	MethodThreadList:     RetrySafe,
-	MethodThreadRead:     RetrySafe,
-	MethodTurnRead:       RetrySafe,
-	MethodTurnInputRead:  RetrySafe,
-	MethodEventReplay:    RetrySafe,
-	MethodApprovalList:   RetrySafe,
-	MethodAgentShow:      RetrySafe,
-	MethodAgentList:      RetrySafe,
-	MethodTerminalList:   RetrySafe,
-	MethodTerminalRead:   RetrySafe,
-	MethodAutomationList: RetrySafe,
-	MethodAutomationRead: RetrySafe,
-	MethodAutomationRuns: RetrySafe,
+	MethodThreadList:      RetrySafe,
+	MethodThreadRead:      RetrySafe,
+	MethodThreadWorkspace: RetrySafe,
+	MethodTurnRead:        RetrySafe,
+	MethodTurnInputRead:   RetrySafe,
+	MethodEventReplay:     RetrySafe,
+	MethodApprovalList:    RetrySafe,
+	MethodAgentShow:       RetrySafe,
+	MethodAgentList:       RetrySafe,
+	MethodTerminalList:    RetrySafe,
+	MethodTerminalRead:    RetrySafe,
+	MethodAutomationList:  RetrySafe,
+	MethodAutomationRead:  RetrySafe,
+	MethodAutomationRuns:  RetrySafe,
 
 	MethodTurnStart:     RetryKeyed,
 	MethodTurnEnqueue:   RetryKeyed,
@@ -127,4 +132,16 @@ type InitializeResult struct {
 	ProtocolVersion string       `json:"protocolVersion"`
 	Capabilities    Capabilities `json:"capabilities"`
 	ServiceInfo     *ServiceInfo `json:"serviceInfo,omitempty"`
+}
+
+// ThreadWorkspaceParams are the parameters of thread/workspace.
+type ThreadWorkspaceParams struct {
+	ThreadID string `json:"threadId"`
+}
+
+// ThreadWorkspaceResult answers thread/workspace.
+type ThreadWorkspaceResult struct {
+	ThreadID  string `json:"threadId"`
+	Workspace string `json:"workspace"`
+	Trusted   bool   `json:"trusted"`
 }
