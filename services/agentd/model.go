@@ -5,7 +5,6 @@ import (
 	"encoding/base32"
 	"strings"
 	"time"
-
 )
 
 // Turn statuses.
