@@ -23,23 +23,26 @@ const (
 
 // Application codes.
 const (
-	NotFound                 Code = "NOT_FOUND"
-	Unauthorized             Code = "UNAUTHORIZED"
-	Forbidden                Code = "FORBIDDEN"
-	HostRejected             Code = "HOST_REJECTED"
-	OriginRejected           Code = "ORIGIN_REJECTED"
-	IdentityMismatch         Code = "IDENTITY_MISMATCH"
-	ChallengeReplayed        Code = "CHALLENGE_REPLAYED"
-	NotImplemented           Code = "NOT_IMPLEMENTED"
-	NotInitialized           Code = "NOT_INITIALIZED"
-	AlreadyInitialized       Code = "ALREADY_INITIALIZED"
-	ProtocolMismatch         Code = "PROTOCOL_MISMATCH"
-	RequestTooLarge          Code = "REQUEST_TOO_LARGE"
-	ResponseTooLarge         Code = "RESPONSE_TOO_LARGE"
-	Overloaded               Code = "OVERLOADED"
-	Conflict                 Code = "CONFLICT"
-	ServiceDraining          Code = "SERVICE_DRAINING"
-	ServiceUnavailable       Code = "SERVICE_UNAVAILABLE"
+	NotFound           Code = "NOT_FOUND"
+	Unauthorized       Code = "UNAUTHORIZED"
+	Forbidden          Code = "FORBIDDEN"
+	HostRejected       Code = "HOST_REJECTED"
+	OriginRejected     Code = "ORIGIN_REJECTED"
+	IdentityMismatch   Code = "IDENTITY_MISMATCH"
+	ChallengeReplayed  Code = "CHALLENGE_REPLAYED"
+	NotImplemented     Code = "NOT_IMPLEMENTED"
+	NotInitialized     Code = "NOT_INITIALIZED"
+	AlreadyInitialized Code = "ALREADY_INITIALIZED"
+	ProtocolMismatch   Code = "PROTOCOL_MISMATCH"
+	RequestTooLarge    Code = "REQUEST_TOO_LARGE"
+	ResponseTooLarge   Code = "RESPONSE_TOO_LARGE"
+	Overloaded         Code = "OVERLOADED"
+	Conflict           Code = "CONFLICT"
+	ServiceDraining    Code = "SERVICE_DRAINING"
+	ServiceUnavailable Code = "SERVICE_UNAVAILABLE"
+	// ServiceStopping: the service is on its way out (a graceful stop is
+	// running); retry once it is back, or after `service start`.
+	ServiceStopping          Code = "SERVICE_STOPPING"
 	ServiceNotRunning        Code = "SERVICE_NOT_RUNNING"
 	AlreadyRunning           Code = "ALREADY_RUNNING"
 	InstanceReplaced         Code = "INSTANCE_REPLACED"
@@ -113,6 +116,7 @@ var table = map[Code]classInfo{
 	Conflict:                 {-32000, false, 409},
 	ServiceDraining:          {-32000, true, 503},
 	ServiceUnavailable:       {-32000, true, 503},
+	ServiceStopping:          {-32000, true, 503},
 	ServiceNotRunning:        {-32000, false, 503},
 	AlreadyRunning:           {-32000, false, 409},
 	InstanceReplaced:         {-32000, false, 409},
