@@ -141,6 +141,7 @@ type Service struct {
 	servers       []*http.Server
 	stopOnce      sync.Once
 	stopCause     atomic.Value // string
+	notReady      atomic.Value // NotReady; see SetNotReady
 }
 
 // Main runs spec and exits the process with its status.
@@ -452,14 +453,18 @@ func (s *Service) defaultRouter(name string) http.Handler {
 	return r
 }
 
-// Health is the body of /health/live and /health/ready.
+// Health is the body of /health/live and /health/ready. Status is "live",
+// "ready", "stopping", or the State of a NotReady ("standby", "degraded")
+// with its Code and Reason.
 type Health struct {
-	Status   string   `json:"status"`
-	Service  string   `json:"service"`
-	PID      int      `json:"pid"`
-	Version  string   `json:"version"`
-	Draining bool     `json:"draining"`
-	Activity Activity `json:"activity"`
+	Status   string    `json:"status"`
+	Service  string    `json:"service"`
+	PID      int       `json:"pid"`
+	Version  string    `json:"version"`
+	Draining bool      `json:"draining"`
+	Activity Activity  `json:"activity"`
+	Code     errs.Code `json:"code,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
 }
 
 func (s *Service) health(status string) Health {
@@ -473,6 +478,12 @@ func (s *Service) handleLive(w http.ResponseWriter, _ *http.Request) {
 func (s *Service) handleReady(w http.ResponseWriter, _ *http.Request) {
 	if s.stopping.Load() {
 		WriteJSON(w, http.StatusServiceUnavailable, s.health("stopping"))
+		return
+	}
+	if nr, ok := s.NotReadyState(); ok {
+		h := s.health(nr.State)
+		h.Code, h.Reason = nr.Code, nr.Reason
+		WriteJSON(w, http.StatusServiceUnavailable, h)
 		return
 	}
 	WriteJSON(w, http.StatusOK, s.health("ready"))
@@ -583,12 +594,13 @@ func (s *Service) activityReport() ActivityParams {
 	defer s.reportMu.Unlock()
 	s.reportSeq++
 	s.reported = s.reportNow()
-	return ActivityParams{Activity: s.reported.activity, Draining: s.reported.draining, Seq: s.reportSeq}
+	return ActivityParams{Activity: s.reported.activity, Draining: s.reported.draining, NotReady: s.reported.notReady, Seq: s.reportSeq}
 }
 
 // reportNow is what a report would tell the manager now.
 func (s *Service) reportNow() reportState {
-	return reportState{s.CurrentActivity(), s.Draining()}
+	nr, _ := s.NotReadyState()
+	return reportState{s.CurrentActivity(), s.Draining(), nr}
 }
 
 // lastReported is the state of the latest activity report, or of the
