@@ -3,19 +3,20 @@ package agentd
 import (
 	"crypto/rand"
 	"encoding/base32"
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"strings"
 	"time"
 )
 
 // Turn statuses.
 const (
-	StatusQueued          = "queued"
-	StatusStarting        = "starting"
-	StatusRunning         = "running"
-	StatusWaitingApproval = "waitingApproval"
-	StatusCompleted       = "completed"
-	StatusFailed          = "failed"
-	StatusInterrupted     = "interrupted"
+	StatusQueued          = api.TurnQueued
+	StatusStarting        = api.TurnStarting
+	StatusRunning         = api.TurnRunning
+	StatusWaitingApproval = api.TurnWaitingApproval
+	StatusCompleted       = api.TurnCompleted
+	StatusFailed          = api.TurnFailed
+	StatusInterrupted     = api.TurnInterrupted
 )
 
 func isTerminal(status string) bool {

@@ -303,3 +303,14 @@ type TurnSteeredPayload struct {
 	Item   Item   `json:"item"`
 	TurnID string `json:"turnId"`
 }
+
+// Turn statuses.
+const (
+	TurnQueued          = "queued"
+	TurnStarting        = "starting"
+	TurnRunning         = "running"
+	TurnWaitingApproval = "waitingApproval"
+	TurnCompleted       = "completed"
+	TurnFailed          = "failed"
+	TurnInterrupted     = "interrupted"
+)

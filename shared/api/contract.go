@@ -254,3 +254,12 @@ func requestRetry() map[string]string {
 	}
 	return out
 }
+
+// PayloadTypes are wire types that appear inside raw members (event and
+// item payloads): the schema and the TypeScript types describe them too.
+var PayloadTypes = []reflect.Type{
+	reflect.TypeFor[TurnPayload](),
+	reflect.TypeFor[ItemPayload](),
+	reflect.TypeFor[TurnSteeredPayload](),
+	reflect.TypeFor[UserPayload](),
+}
