@@ -73,6 +73,14 @@ func (a *Agentd) replay(ctx context.Context, p ReplayParams) (ReplayResult, erro
 	}
 	res.HeadSequence = head
 	res.NextAfter = *p.After
+	if *p.After > head {
+		// Sequences only grow, so a cursor past the head was never given
+		// out by this thread: an empty page would let the client wait
+		// forever for events it will never be sent again.
+		return res, errs.New(errs.ReplayGap,
+			"after (%d) is beyond the head of %s (%d): this cursor is not from this database's history; replay from 0", *p.After, p.ThreadID, head).
+			With("headSequence", head)
+	}
 	if *p.After >= cutoff {
 		return res, nil
 	}

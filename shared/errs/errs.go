@@ -82,6 +82,16 @@ const (
 	// TaskFailed: the agent's task ran and failed (a command's non-zero
 	// exit status, a script's fail step).
 	TaskFailed Code = "TASK_FAILED"
+	// ReplayGap: an event/replay cursor is beyond the thread's head (a
+	// cursor from another database or from before a restore); data carries
+	// headSequence. Replay from 0 or from the head, not from the cursor.
+	ReplayGap Code = "REPLAY_GAP"
+	// StorageFull: the database's filesystem is full; data carries the
+	// path and the free bytes. Retry once space is freed.
+	StorageFull Code = "STORAGE_FULL"
+	// StorageReadOnly: the database or its folder cannot be written (a
+	// read-only mount or file); data carries the path.
+	StorageReadOnly Code = "STORAGE_READONLY"
 )
 
 type classInfo struct {
@@ -146,6 +156,9 @@ var table = map[Code]classInfo{
 	ConnectionLost:           {-32000, false, 502},
 	WorkspaceUntrusted:       {-32000, false, 403},
 	TaskFailed:               {-32000, false, 422},
+	ReplayGap:                {-32000, false, 409},
+	StorageFull:              {-32000, true, 507},
+	StorageReadOnly:          {-32000, false, 503},
 }
 
 // Known reports whether c is in the table.
