@@ -142,6 +142,7 @@ type Service struct {
 	stopOnce      sync.Once
 	stopCause     atomic.Value // string
 	notReady      atomic.Value // NotReady; see SetNotReady
+	parentGone    atomic.Bool  // the stop is the supervisor's death
 }
 
 // Main runs spec and exits the process with its status.
@@ -369,6 +370,15 @@ func (s *Service) requestStop(cause string) {
 		s.cancel()
 	})
 }
+
+// ParentGone reports that the service stops because its supervisor died
+// (lifeline end of file): a crash of its parent, not a stop request. The
+// application gives running work no grace then; what it abandons is
+// recovered by the next instance, as after a crash.
+func (s *Service) ParentGone() bool { return s.parentGone.Load() }
+
+// parentGoneTimeout bounds the whole stop when the supervisor is gone.
+const parentGoneTimeout = 2 * time.Second
 
 // RequestStop asks the service to stop gracefully (the manager's stop when
 // no supervisor or service manager owns it).
@@ -672,7 +682,11 @@ func (s *Service) setDraining(ctx context.Context, on bool) error {
 func (s *Service) shutdown() {
 	s.stopping.Store(true)
 	s.requestStop("shutdown")
-	ctx, cancel := context.WithTimeout(context.Background(), s.Config.Service.StopTimeout)
+	timeout := s.Config.Service.StopTimeout
+	if s.ParentGone() {
+		timeout = min(timeout, parentGoneTimeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, srv := range s.servers {
