@@ -141,6 +141,8 @@ type Service struct {
 	servers       []*http.Server
 	stopOnce      sync.Once
 	stopCause     atomic.Value // string
+	notReady      atomic.Value // NotReady; see SetNotReady
+	parentGone    atomic.Bool  // the stop is the supervisor's death
 }
 
 // Main runs spec and exits the process with its status.
@@ -369,6 +371,15 @@ func (s *Service) requestStop(cause string) {
 	})
 }
 
+// ParentGone reports that the service stops because its supervisor died
+// (lifeline end of file): a crash of its parent, not a stop request. The
+// application gives running work no grace then; what it abandons is
+// recovered by the next instance, as after a crash.
+func (s *Service) ParentGone() bool { return s.parentGone.Load() }
+
+// parentGoneTimeout bounds the whole stop when the supervisor is gone.
+const parentGoneTimeout = 2 * time.Second
+
 // RequestStop asks the service to stop gracefully (the manager's stop when
 // no supervisor or service manager owns it).
 func (s *Service) RequestStop(cause string) { s.requestStop(cause) }
@@ -452,14 +463,18 @@ func (s *Service) defaultRouter(name string) http.Handler {
 	return r
 }
 
-// Health is the body of /health/live and /health/ready.
+// Health is the body of /health/live and /health/ready. Status is "live",
+// "ready", "stopping", or the State of a NotReady ("standby", "degraded")
+// with its Code and Reason.
 type Health struct {
-	Status   string   `json:"status"`
-	Service  string   `json:"service"`
-	PID      int      `json:"pid"`
-	Version  string   `json:"version"`
-	Draining bool     `json:"draining"`
-	Activity Activity `json:"activity"`
+	Status   string    `json:"status"`
+	Service  string    `json:"service"`
+	PID      int       `json:"pid"`
+	Version  string    `json:"version"`
+	Draining bool      `json:"draining"`
+	Activity Activity  `json:"activity"`
+	Code     errs.Code `json:"code,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
 }
 
 func (s *Service) health(status string) Health {
@@ -473,6 +488,12 @@ func (s *Service) handleLive(w http.ResponseWriter, _ *http.Request) {
 func (s *Service) handleReady(w http.ResponseWriter, _ *http.Request) {
 	if s.stopping.Load() {
 		WriteJSON(w, http.StatusServiceUnavailable, s.health("stopping"))
+		return
+	}
+	if nr, ok := s.NotReadyState(); ok {
+		h := s.health(nr.State)
+		h.Code, h.Reason = nr.Code, nr.Reason
+		WriteJSON(w, http.StatusServiceUnavailable, h)
 		return
 	}
 	WriteJSON(w, http.StatusOK, s.health("ready"))
@@ -583,12 +604,13 @@ func (s *Service) activityReport() ActivityParams {
 	defer s.reportMu.Unlock()
 	s.reportSeq++
 	s.reported = s.reportNow()
-	return ActivityParams{Activity: s.reported.activity, Draining: s.reported.draining, Seq: s.reportSeq}
+	return ActivityParams{Activity: s.reported.activity, Draining: s.reported.draining, NotReady: s.reported.notReady, Seq: s.reportSeq}
 }
 
 // reportNow is what a report would tell the manager now.
 func (s *Service) reportNow() reportState {
-	return reportState{s.CurrentActivity(), s.Draining()}
+	nr, _ := s.NotReadyState()
+	return reportState{s.CurrentActivity(), s.Draining(), nr}
 }
 
 // lastReported is the state of the latest activity report, or of the
@@ -660,7 +682,11 @@ func (s *Service) setDraining(ctx context.Context, on bool) error {
 func (s *Service) shutdown() {
 	s.stopping.Store(true)
 	s.requestStop("shutdown")
-	ctx, cancel := context.WithTimeout(context.Background(), s.Config.Service.StopTimeout)
+	timeout := s.Config.Service.StopTimeout
+	if s.ParentGone() {
+		timeout = min(timeout, parentGoneTimeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, srv := range s.servers {

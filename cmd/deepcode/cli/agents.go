@@ -289,7 +289,9 @@ func (a *app) daemonStatusOf(st mgmt.Status) daemonStatus {
 		ds.StartedAt = s.Started
 		ds.Activity = daemonActivity{Turns: s.Activity.Turns, Queued: s.Activity.Queued, Handlers: s.Activity.Handlers, Runtimes: s.Activity.Runtimes}
 	}
-	ds.Running = ds.PID != 0 && (ds.State == "running" || ds.State == "draining")
+	// A process in standby or degraded serves too (reads; writes are
+	// refused with the reason status shows).
+	ds.Running = ds.PID != 0 && (ds.State == "running" || ds.State == "draining" || ds.State == "standby" || ds.State == "degraded")
 	return ds
 }
 

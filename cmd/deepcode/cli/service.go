@@ -158,6 +158,11 @@ func (a *app) printStatus(st mgmt.Status, note string) {
 		}
 	}
 	fmt.Fprintf(w, "  services:   %s\n", strings.Join(parts, ", "))
+	for _, n := range names {
+		if s := st.Services[n]; s.Reason != "" {
+			fmt.Fprintf(w, "  %s %s: %s (%s)\n", n, s.State, s.Reason, s.Code)
+		}
+	}
 }
 
 type stopOptions struct {
