@@ -26,22 +26,24 @@ const (
 	RouteBusinessRPC = "/api/rpc"
 )
 
-// route maps a method to the socket of the service that owns it. The
-// gateway holds no business logic: it authenticates, limits and forwards.
+// backendSockets are the sockets of the services the contract routes
+// business methods to (api.Route). The gateway holds no business logic: it
+// authenticates, limits and forwards.
+var backendSockets = map[string]string{
+	api.ServiceAgentd:    paths.AgentdSocket,
+	api.ServiceTermhost:  paths.TermhostSocket,
+	api.ServiceScheduler: paths.SchedulerSocket,
+}
+
+// route maps a method to the socket of the service that owns it, as the
+// contract says.
 func route(method string) (socket string, ok bool) {
-	prefix, _, found := strings.Cut(method, "/")
-	if !found {
+	service, ok := api.Route(method)
+	if !ok {
 		return "", false
 	}
-	switch prefix {
-	case "thread", "turn", "event", "approval", "agent":
-		return paths.AgentdSocket, true
-	case "terminal":
-		return paths.TermhostSocket, true
-	case "automation":
-		return paths.SchedulerSocket, true
-	}
-	return "", false
+	socket, ok = backendSockets[service]
+	return socket, ok
 }
 
 // business is the WebSocket JSON-RPC front door for native clients and
@@ -63,7 +65,7 @@ type business struct {
 
 func newBusiness(g *Gateway) *business {
 	b := &business{g: g, executor: rpc.NewSemaphore(MaxHandlers), backends: map[string]*backend{}}
-	for _, sock := range []string{paths.AgentdSocket, paths.TermhostSocket, paths.SchedulerSocket} {
+	for _, sock := range backendSockets {
 		b.backends[sock] = newBackend(g, sock)
 	}
 	b.events = newEventLink(b)

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"strconv"
 	"strings"
 	"time"
@@ -35,49 +36,11 @@ const (
 	PolicyRunOnce = "runOnce"
 )
 
-// Automation is the wire form of an automation.
-type Automation struct {
-	ID              string          `json:"id"`
-	Name            string          `json:"name"`
-	Cron            string          `json:"cron"`
-	TimeZone        string          `json:"timeZone"`
-	Workspace       string          `json:"workspace"`
-	Profile         string          `json:"profile"`
-	Prompt          string          `json:"prompt"`
-	Enabled         bool            `json:"enabled"`
-	MissedRunPolicy string          `json:"missedRunPolicy"`
-	ThreadID        string          `json:"threadId"`
-	NextFireAt      *time.Time      `json:"nextFireAt"`
-	LastResult      json.RawMessage `json:"lastResult"`
-	CreatedAt       time.Time       `json:"createdAt"`
-	UpdatedAt       time.Time       `json:"updatedAt"`
-	Revision        int64           `json:"revision"`
-}
-
-// Missed describes the occurrences a run row stands for that were missed.
-type Missed struct {
-	Count   int       `json:"count"`
-	From    time.Time `json:"from"`
-	Through time.Time `json:"through"`
-}
-
-// Run is the wire form of an automation run.
+// Run is an automation run: its wire form and what a (re)submission
+// sends, which is not on the wire.
 type Run struct {
-	ID           string     `json:"id"`
-	AutomationID string     `json:"automationId"`
-	ScheduledAt  time.Time  `json:"scheduledAt"`
-	Trigger      string     `json:"trigger"`
-	RequestID    string     `json:"requestId,omitempty"`
-	Status       string     `json:"status"`
-	ThreadID     string     `json:"threadId"`
-	TurnID       string     `json:"turnId,omitempty"`
-	MessageID    string     `json:"messageId"`
-	Error        *errs.Wire `json:"error,omitempty"`
-	Missed       *Missed    `json:"missed,omitempty"`
-	CreatedAt    time.Time  `json:"createdAt"`
-	UpdatedAt    time.Time  `json:"updatedAt"`
+	api.AutomationRun
 
-	// Not on the wire: what a (re)submission sends.
 	profile, prompt, fingerprint string
 	attempts                     int
 	fresh                        bool // just claimed by this process: known to be claimed
