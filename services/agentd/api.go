@@ -567,6 +567,7 @@ func (a *Agentd) respond(ctx context.Context, p RespondParams) (api.ApprovalResu
 	if err != nil {
 		return api.ApprovalResult{}, err
 	}
+	a.svc.Log.Info("approval answered", "thread", appr.ThreadID, "turn", appr.TurnID, "approval", appr.ID, "decision", decision)
 	if r := a.e.active(appr.TurnID); r != nil {
 		r.mu.Lock()
 		ch := r.approvals[appr.ID]

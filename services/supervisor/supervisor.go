@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -211,7 +212,8 @@ func (s *Supervisor) run(status *statusWriter) (int, error) {
 		go cp.loop(ctx)
 	}
 	s.awaitListening(ctx, present)
-	s.log.Info("instance started", "instance", s.instanceID, "pid", os.Getpid(), "port", s.port, "database", s.layout.Database, "version", buildinfo.Version)
+	address := "http://127.0.0.1:" + strconv.Itoa(s.port)
+	s.log.Info("instance started", "instance", s.instanceID, "pid", os.Getpid(), "port", s.port, "address", address, "database", s.layout.Database, "version", buildinfo.Version)
 	status.write(StartupEvent{Event: "started", InstanceID: s.instanceID, PID: os.Getpid(), Port: s.port})
 
 	code := 0
@@ -231,7 +233,7 @@ func (s *Supervisor) run(status *statusWriter) (int, error) {
 		break
 	}
 	s.stopAll()
-	s.log.Info("instance stopped", "instance", s.instanceID)
+	s.log.Info("instance stopped", "instance", s.instanceID, "address", address)
 	return code, nil
 }
 
