@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/deepcode-dev/deepcode/shared/topology"
 	"io"
 	"log/slog"
 	"net"
@@ -52,12 +53,18 @@ type Child struct {
 
 // Children is every service the supervisor knows, in start order; it stops
 // them in reverse. Services whose binary is not installed are skipped.
-var Children = []Child{
-	{Name: "manager", Sockets: []string{"manager"}},
-	{Name: "gateway", Sockets: []string{"gateway", "http"}},
-	{Name: "scheduler", Sockets: []string{"scheduler"}},
-	{Name: "agentd", OnDemand: true, Sockets: []string{"agentd"}},
-	{Name: "termhost", OnDemand: true, Sockets: []string{"termhost"}},
+var Children = children()
+
+func children() []Child {
+	var out []Child
+	for _, ts := range topology.Services {
+		c := Child{Name: ts.Name, OnDemand: ts.OnDemand}
+		for _, so := range ts.Sockets {
+			c.Sockets = append(c.Sockets, so.Name)
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // Main runs the supervisor and returns its exit status.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/deepcode-dev/deepcode/shared/topology"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -330,10 +332,10 @@ func logFilter(since, level string, services []string) (logging.Filter, error) {
 		}
 		f.MinLevel = &l
 	}
-	known := map[string]bool{"supervisor": true, "manager": true, "gateway": true, "agentd": true, "termhost": true, "scheduler": true}
+	known := append([]string{"supervisor"}, topology.Names()...)
 	for _, s := range services {
-		if !known[s] {
-			return f, errs.New(errs.UsageError, "--service %q: use supervisor, manager, gateway, agentd, termhost or scheduler", s)
+		if !slices.Contains(known, s) {
+			return f, errs.New(errs.UsageError, "--service %q: use one of %s", s, strings.Join(known, ", "))
 		}
 		f.Services = append(f.Services, s)
 	}
