@@ -29,6 +29,7 @@ const (
 func (a *Agentd) methods(mux *rpc.Mux) {
 	mux.HandleFunc(api.MethodInitialize, a.initialize)
 	mux.Handle(api.MethodThreadStart, rpc.Method(a.threadStart))
+	mux.Handle(api.MethodThreadWorkspace, rpc.Method(a.threadWorkspace))
 	mux.Handle(api.MethodThreadList, rpc.Method(func(ctx context.Context, p api.PageParams) (api.ThreadListResult, error) {
 		limit, err := pageLimit(p.Limit, 50, 200)
 		if err != nil {
