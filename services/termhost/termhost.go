@@ -47,7 +47,7 @@ type Termhost struct {
 	// workspace and trust are agentd's records, not termhost's.
 	agentd *rpc.Pool
 	reg    *registry
-	pub *publisher
+	pub    *publisher
 }
 
 func setup(ctx context.Context, svc *service.Service) error {
