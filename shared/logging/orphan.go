@@ -17,11 +17,12 @@ import (
 // The file is opened for appending only, never rotated from here: the next
 // supervisor rotates it, and a line appended with O_APPEND lands whole
 // beside the lines other processes append.
-func NewSupervisedWriter(w io.Writer, path string) io.WriteCloser {
-	return &supervisedWriter{w: w, path: path}
+func NewSupervisedWriter(w io.Writer, path string) *SupervisedWriter {
+	return &SupervisedWriter{w: w, path: path}
 }
 
-type supervisedWriter struct {
+// SupervisedWriter is what NewSupervisedWriter returns.
+type SupervisedWriter struct {
 	mu       sync.Mutex
 	w        io.Writer
 	path     string
@@ -29,7 +30,7 @@ type supervisedWriter struct {
 	f        *os.File
 }
 
-func (s *supervisedWriter) Write(p []byte) (int, error) {
+func (s *SupervisedWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.detached {
@@ -48,7 +49,7 @@ func (s *supervisedWriter) Write(p []byte) (int, error) {
 	return s.f.Write(p)
 }
 
-func (s *supervisedWriter) Close() error {
+func (s *SupervisedWriter) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.f != nil {
@@ -57,4 +58,14 @@ func (s *supervisedWriter) Close() error {
 		return err
 	}
 	return nil
+}
+
+// Detach makes every later record go to the file. A service calls it as
+// soon as it learns that its supervisor is gone: the pipe's read end may
+// still be open for a moment while the dead supervisor's descriptors are
+// closed, and a record written into it then is lost without an error.
+func (s *SupervisedWriter) Detach() {
+	s.mu.Lock()
+	s.detached = true
+	s.mu.Unlock()
 }

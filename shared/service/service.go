@@ -188,6 +188,7 @@ func Run(spec Spec, args []string) int {
 		// records go to the service log directly (see NewSupervisedWriter).
 		out := logging.NewSupervisedWriter(os.Stderr, layout.ServiceLog())
 		defer out.Close()
+		parentGoneHook = out.Detach
 		logOpts.Stderr, logOpts.Writer = false, out
 	}
 	log, closer, err := logging.New(logOpts)
@@ -321,6 +322,16 @@ var sigpipeOnce sync.Once
 // mid-way. Asking for SIGPIPE makes such writes fail with EPIPE instead; and
 // unlike signal.Ignore, a caught signal is reset to its default in processes
 // the service starts (a terminal host's shells).
+// parentGoneHook runs first when the lifeline ends (Run sets it to detach
+// the log from the supervisor's pipe).
+var parentGoneHook func()
+
+func parentGone() {
+	if parentGoneHook != nil {
+		parentGoneHook()
+	}
+}
+
 func surviveLostStderr() {
 	sigpipeOnce.Do(func() { signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE) })
 }
