@@ -271,6 +271,9 @@ func (be *backend) get(ctx context.Context) (*pooled, error) {
 	be.mu.Unlock()
 	conn, err := rpc.Dial(ctx, rpc.DialOptions{Network: "unix", Address: be.g.svc.Layout.Socket(be.sock), Path: "/rpc", Timeout: 30 * time.Second})
 	if err != nil {
+		if errs.Is(err, errs.ServiceStopping) {
+			return nil, err // the service said so itself: retry shortly
+		}
 		name := strings.TrimSuffix(be.sock, ".sock")
 		return nil, errs.Wrap(err, errs.ServiceUnavailable, "the %s service is not available", name)
 	}
