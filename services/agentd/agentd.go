@@ -120,6 +120,9 @@ func setup(ctx context.Context, svc *service.Service) error {
 	svc.Cancel = func(context.Context) error { a.e.cancelAll(); return nil }
 	svc.DrainAllowed = api.DrainAllowed
 	svc.Stop = a.stop
+	// A stop waits for running turns; a client meanwhile is told
+	// SERVICE_STOPPING rather than left waiting for the successor.
+	svc.ServeWhileStopping = true
 
 	if err := a.acquire(ctx); err != nil {
 		if !errs.Is(err, errs.LeaseHeld) {

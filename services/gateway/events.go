@@ -7,6 +7,7 @@ import (
 
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/buildinfo"
+	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/paths"
 	"github.com/deepcode-dev/deepcode/shared/rpc"
 )
@@ -99,6 +100,10 @@ type serviceLink struct {
 	mu     sync.Mutex
 	up     bool
 	change chan struct{} // closed and replaced when up changes or an attempt fails
+	// stopping: the last attempt was refused with SERVICE_STOPPING. A
+	// waiter does not wait for the successor then: the call that follows
+	// gets the same answer at once.
+	stopping bool
 }
 
 func newServiceLink(b *business, sock string, methods ...string) *serviceLink {
@@ -114,10 +119,14 @@ func (l *serviceLink) want(on bool) {
 	l.wantCh <- on
 }
 
-func (l *serviceLink) signal(up bool) {
+func (l *serviceLink) signal(up bool) { l.signalAttempt(up, nil) }
+
+// signalAttempt is signal with the attempt's error.
+func (l *serviceLink) signalAttempt(up bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.up = up
+	l.stopping = !up && errs.Is(err, errs.ServiceStopping)
 	close(l.change)
 	l.change = make(chan struct{})
 }
@@ -141,7 +150,10 @@ func (l *serviceLink) waitUp(ctx context.Context, failFast bool) {
 		}
 		select {
 		case <-changed:
-			if up, _ := l.state(); !up && failFast {
+			l.mu.Lock()
+			up, stopping := l.up, l.stopping
+			l.mu.Unlock()
+			if !up && (failFast || stopping) {
 				return
 			}
 		case <-t.C:
@@ -185,7 +197,7 @@ func (l *serviceLink) run(ctx context.Context) {
 			continue
 		}
 		if err != nil {
-			l.signal(false) // wakes failFast waiters
+			l.signalAttempt(false, err) // wakes failFast waiters
 			l.b.g.svc.Log.Debug("notification link down; retrying", "socket", l.sock, "err", err, "in", backoff)
 		}
 		select {

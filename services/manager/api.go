@@ -167,6 +167,9 @@ func (m *Manager) status() mgmt.Status {
 		if reg.NotReady.State != "" {
 			state = reg.NotReady.State
 		}
+		if reg.Stopping {
+			state = mgmt.PhaseStopping
+		}
 		st.Services[name] = mgmt.ServiceState{State: state, PID: reg.PID, Started: reg.since.UTC().Format(time.RFC3339), Activity: reg.Activity,
 			Code: reg.NotReady.Code, Reason: reg.NotReady.Reason}
 		st.Activity = st.Activity.Add(reg.Activity)

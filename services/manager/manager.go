@@ -268,7 +268,7 @@ func (m *Manager) updateActivity(peer *rpc.Peer, a service.ActivityParams) {
 			if a.Seq <= reg.seq {
 				return // an older report overtaken by a newer one
 			}
-			reg.Activity, reg.Draining, reg.NotReady, reg.seq = a.Activity, a.Draining, a.NotReady, a.Seq
+			reg.Activity, reg.Draining, reg.NotReady, reg.Stopping, reg.seq = a.Activity, a.Draining, a.NotReady, a.Stopping, a.Seq
 			m.notifyChangedLocked()
 			return
 		}
@@ -288,7 +288,9 @@ func (m *Manager) readyLocked() bool {
 		}
 	}
 	for _, reg := range m.services {
-		if reg.NotReady.State != "" {
+		// A stopping service is on its way out, replaced on the next
+		// connection: its last word on readiness no longer counts.
+		if reg.NotReady.State != "" && !reg.Stopping {
 			return false
 		}
 	}

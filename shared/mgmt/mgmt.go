@@ -79,9 +79,10 @@ type IdentityResult struct {
 }
 
 // ServiceState is one service in status. State is "running", "draining",
-// "idle" (on-demand, not started), "down", or while the service runs but
-// refuses writes the State of its NotReady ("standby", "degraded"), with
-// Code and Reason saying why.
+// "stopping" (its graceful stop runs; it exits at the end), "idle"
+// (on-demand, not started), "down", or while the service runs but refuses
+// writes the State of its NotReady ("standby", "degraded"), with Code and
+// Reason saying why.
 type ServiceState struct {
 	State    string    `json:"state"`
 	PID      int       `json:"pid,omitempty"`

@@ -130,6 +130,9 @@ func (p *Pool) dial(ctx context.Context) (*pooledPeer, error) {
 	}
 	conn, err := Dial(ctx, p.opts.Dial)
 	if err != nil {
+		if errs.Is(err, errs.ServiceStopping) {
+			return nil, err // the service said so itself: retry shortly
+		}
 		return nil, errs.Wrap(err, errs.ServiceUnavailable, "the %s service is not available", p.opts.Service)
 	}
 	c := &pooledPeer{peer: NewPeer(conn, PeerOptions{Logger: p.opts.Logger}), done: make(chan struct{})}

@@ -37,6 +37,8 @@ type RegisterParams struct {
 	Draining bool     `json:"draining"`
 	// NotReady is set while the service runs but refuses writes.
 	NotReady NotReady `json:"notReady,omitzero"`
+	// Stopping: the service's graceful stop runs (it exits at its end).
+	Stopping bool `json:"stopping,omitempty"`
 	// Address is the TCP address a service serves, if any (the gateway).
 	Address string `json:"address,omitempty"`
 }
@@ -56,6 +58,7 @@ type ActivityParams struct {
 	Activity Activity `json:"activity"`
 	Draining bool     `json:"draining"`
 	NotReady NotReady `json:"notReady,omitzero"`
+	Stopping bool     `json:"stopping,omitempty"`
 	Seq      uint64   `json:"seq"`
 }
 
@@ -156,7 +159,7 @@ func (l *link) session(ctx context.Context) (registered bool, err error) {
 	l.svc.setReported(atRegister)
 	err = peer.Call(callCtx, MethodRegister, RegisterParams{
 		Name: l.svc.Name, PID: os.Getpid(), Version: buildinfo.Version, Protocol: buildinfo.ProtocolVersion,
-		Activity: atRegister.activity, Draining: atRegister.draining, NotReady: atRegister.notReady, Address: l.svc.tcpAddress(),
+		Activity: atRegister.activity, Draining: atRegister.draining, NotReady: atRegister.notReady, Stopping: atRegister.stopping, Address: l.svc.tcpAddress(),
 	}, &res)
 	cancel()
 	if err != nil {
@@ -220,14 +223,15 @@ type reportState struct {
 	activity Activity
 	draining bool
 	notReady NotReady
+	stopping bool
 }
 
 // urgentReport reports whether the manager must hear of now at once
 // rather than within countsInterval: what it acts on changed — busy or not
-// (drain waits for idle), idle or not, draining, ready or not. Counts that change while
+// (drain waits for idle), idle or not, draining, ready or not, stopping. Counts that change while
 // the service stays busy (every request changes the handler count, every
 // turn the turn count) only show in status, and may wait: sent at once,
 // they woke the manager several times a turn.
 func urgentReport(sent, now reportState) bool {
-	return sent.draining != now.draining || sent.notReady != now.notReady || sent.activity.Busy() != now.activity.Busy() || sent.activity.Idle() != now.activity.Idle()
+	return sent.draining != now.draining || sent.notReady != now.notReady || sent.stopping != now.stopping || sent.activity.Busy() != now.activity.Busy() || sent.activity.Idle() != now.activity.Idle()
 }

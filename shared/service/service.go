@@ -118,6 +118,11 @@ type Service struct {
 	IsManager bool
 	// ReadyHandler replaces the skeleton's /health/ready.
 	ReadyHandler http.HandlerFunc
+	// ServeWhileStopping keeps the listeners open through a stop that has
+	// work to wait for (Activity busy): a client that connects meanwhile
+	// is answered SERVICE_STOPPING at once, instead of waiting unanswered
+	// in the backlog until the process exits and its successor starts.
+	ServeWhileStopping bool
 
 	instanceID    atomic.Value // string: from the supervisor, the manager or the link
 	schemaVersion atomic.Int64 // from the manager's registration answer
@@ -143,6 +148,10 @@ type Service struct {
 	stopCause     atomic.Value // string
 	notReady      atomic.Value // NotReady; see SetNotReady
 	parentGone    atomic.Bool  // the stop is the supervisor's death
+	// linkCtx carries the manager link: it outlives ctx, so the manager
+	// sees the service "stopping" until the process is about to exit.
+	linkCtx    context.Context
+	linkCancel context.CancelFunc
 }
 
 // Main runs spec and exits the process with its status.
@@ -218,6 +227,8 @@ func run(spec Spec, layout *paths.Layout, cfg *config.Config, log *slog.Logger, 
 		baseCtx:  context.WithoutCancel(ctx),
 		peers:    map[*rpc.Peer]struct{}{},
 	}
+	svc.linkCtx, svc.linkCancel = context.WithCancel(context.Background())
+	defer svc.linkCancel()
 	svc.SetInstanceID(os.Getenv(EnvInstanceID))
 	if pid, _ := strconv.Atoi(os.Getenv(EnvSupervisorPID)); pid > 0 && pid == os.Getppid() {
 		svc.SupervisorPID = pid
@@ -288,7 +299,7 @@ func run(spec Spec, layout *paths.Layout, cfg *config.Config, log *slog.Logger, 
 	}
 	if svc.link != nil {
 		svc.bgWG.Add(1)
-		go func() { defer svc.bgWG.Done(); svc.link.run(ctx) }()
+		go func() { defer svc.bgWG.Done(); svc.link.run(svc.linkCtx) }()
 	}
 	svc.ActivityChanged()
 	_, _ = daemon.SdNotify(false, daemon.SdNotifyReady+"\nSTATUS=serving")
@@ -547,7 +558,10 @@ func (s *Service) ServePeer(w http.ResponseWriter, r *http.Request, h rpc.Handle
 // and returns what to run when the connection ends.
 func (s *Service) ServePeerHook(w http.ResponseWriter, r *http.Request, h rpc.Handler, opts rpc.PeerOptions, hook func(*rpc.Peer) (done func(), ok bool)) {
 	if s.stopping.Load() {
-		rpc.WriteHTTPError(w, errs.New(errs.ServiceUnavailable, "the %s service is stopping", s.Name), 0)
+		// The WebSocket dialer reads a refusal's body to its end: the
+		// connection must close after it, not idle until this process exits.
+		w.Header().Set("Connection", "close")
+		rpc.WriteHTTPError(w, s.stoppingError(), 0)
 		return
 	}
 	conn, err := rpc.Upgrade(w, r, rpc.ConnOptions{})
@@ -588,6 +602,13 @@ func (s *Service) ServePeerHook(w http.ResponseWriter, r *http.Request, h rpc.Ha
 	_ = p.Run()
 }
 
+// Stopping reports whether the service is stopping.
+func (s *Service) Stopping() bool { return s.stopping.Load() }
+
+func (s *Service) stoppingError() error {
+	return errs.New(errs.ServiceStopping, "the %s service is stopping: retry in a moment (its successor starts on the next connection once it has exited)", s.Name)
+}
+
 // gated counts handlers (activity) and refuses new work while draining,
 // except the methods the service allows.
 func (s *Service) gated(h rpc.Handler) rpc.Handler { return gatedHandler{s: s, h: h} }
@@ -599,6 +620,9 @@ type gatedHandler struct {
 
 func (g gatedHandler) ServeRPC(ctx context.Context, req *rpc.Request) (any, error) {
 	s := g.s
+	if s.stopping.Load() && (s.DrainAllowed == nil || !s.DrainAllowed(req.Method)) {
+		return nil, s.stoppingError()
+	}
 	if s.Draining() && (s.DrainAllowed == nil || !s.DrainAllowed(req.Method)) {
 		return nil, errs.New(errs.ServiceDraining, "the service is draining: new work is paused until it resumes")
 	}
@@ -623,13 +647,13 @@ func (s *Service) activityReport() ActivityParams {
 	defer s.reportMu.Unlock()
 	s.reportSeq++
 	s.reported = s.reportNow()
-	return ActivityParams{Activity: s.reported.activity, Draining: s.reported.draining, NotReady: s.reported.notReady, Seq: s.reportSeq}
+	return ActivityParams{Activity: s.reported.activity, Draining: s.reported.draining, NotReady: s.reported.notReady, Stopping: s.reported.stopping, Seq: s.reportSeq}
 }
 
 // reportNow is what a report would tell the manager now.
 func (s *Service) reportNow() reportState {
 	nr, _ := s.NotReadyState()
-	return reportState{s.CurrentActivity(), s.Draining(), nr}
+	return reportState{s.CurrentActivity(), s.Draining(), nr, s.stopping.Load()}
 }
 
 // lastReported is the state of the latest activity report, or of the
@@ -697,22 +721,33 @@ func (s *Service) setDraining(ctx context.Context, on bool) error {
 }
 
 // shutdown stops accepting, lets admitted handlers finish, closes peers and
-// the application, all within the stop deadline.
+// the application, all within the stop deadline. The manager link stays up
+// until the end, reporting "stopping".
 func (s *Service) shutdown() {
 	s.stopping.Store(true)
 	s.requestStop("shutdown")
+	s.ActivityChanged()
 	timeout := s.Config.Service.StopTimeout
 	if s.ParentGone() {
 		timeout = min(timeout, parentGoneTimeout)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	var wg sync.WaitGroup
-	for _, srv := range s.servers {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = srv.Shutdown(ctx) }()
+	closeServers := func(ctx context.Context) {
+		var wg sync.WaitGroup
+		for _, srv := range s.servers {
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = srv.Shutdown(ctx) }()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
+	// An idle stop closes the listeners at once: the next connection waits
+	// in the backlog for the successor, which starts the moment this
+	// process exits.
+	serving := s.ServeWhileStopping && s.CurrentActivity().Busy() && !s.ParentGone()
+	if !serving {
+		closeServers(ctx)
+	}
 	waitGroup(ctx, &s.handlers)
 	s.peersMu.Lock()
 	for p := range s.peers {
@@ -725,12 +760,18 @@ func (s *Service) shutdown() {
 			s.Log.Error("stop failed", "err", err)
 		}
 	}
+	if serving {
+		closing, cancelClosing := context.WithTimeout(context.Background(), time.Second)
+		closeServers(closing)
+		cancelClosing()
+	}
 	if s.idle != nil {
 		s.idle.stop()
 	}
 	for _, srv := range s.servers {
 		_ = srv.Close()
 	}
+	s.linkCancel()
 	waitGroup(ctx, &s.bgWG)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"syscall"
@@ -245,10 +246,15 @@ func (a *app) agentsListCommand() *cobra.Command {
 type daemonStatus struct {
 	// Running: an agentd process serves the socket now.
 	Running bool `json:"running"`
-	// State: "running" or "draining" (a process serves), "idle" (its
-	// socket waits; the first connection starts it), "down", or
-	// "stopped" (the whole service is not running).
-	State     string `json:"state"`
+	// State: "running" or "draining" (a process serves), "standby" or
+	// "degraded" (a process serves reads; Reason says why writes are
+	// refused), "stopping" (a process finishes its graceful stop; agent
+	// commands meanwhile get SERVICE_STOPPING), "idle" (its socket waits;
+	// the first connection starts it), "down", or "stopped" (the whole
+	// service is not running).
+	State string `json:"state"`
+	// Reason says why agentd is standby or degraded ("" otherwise).
+	Reason    string `json:"reason"`
 	PID       int    `json:"pid"`
 	StartedAt string `json:"startedAt"`
 	// Activity: admitted turns running and queued, RPC handlers, warm
@@ -266,13 +272,16 @@ type daemonActivity struct {
 }
 
 const daemonStatusHelp = `The status object (--json) is
-  {"running":bool, "state":"running"|"draining"|"idle"|"down"|"stopped",
-   "pid":int, "startedAt":"RFC 3339"|"", "instanceId":"inst_…"|"",
+  {"running":bool, "state":"running"|"draining"|"standby"|"degraded"|"stopping"|
+            "idle"|"down"|"stopped",
+   "reason":"…"|"", "pid":int, "startedAt":"RFC 3339"|"", "instanceId":"inst_…"|"",
    "activity":{"turns":int,"queued":int,"handlers":int,"runtimes":int},
    "socket":"<path of agentd.sock>"}
-running is true while an agentd process serves its socket; "idle" means its
-socket waits and the next connection starts it; "stopped" means the whole
-service is not running.`
+running is true while an agentd process runs; "standby" and "degraded" mean it
+serves reads but refuses writes for the reason given; "stopping" means it
+finishes its graceful stop (agent commands meanwhile get SERVICE_STOPPING,
+retryable); "idle" means its socket waits and the next connection starts it;
+"stopped" means the whole service is not running.`
 
 func (a *app) daemonStatusOf(st mgmt.Status) daemonStatus {
 	ds := daemonStatus{State: mgmt.PhaseStopped, InstanceID: st.InstanceID, Socket: socketAddress(a.layout, paths.AgentdSocket)}
@@ -285,13 +294,15 @@ func (a *app) daemonStatusOf(st mgmt.Status) daemonStatus {
 	ds.State = "idle"
 	if s, ok := st.Services["agentd"]; ok {
 		ds.State = s.State
+		ds.Reason = s.Reason
 		ds.PID = s.PID
 		ds.StartedAt = s.Started
 		ds.Activity = daemonActivity{Turns: s.Activity.Turns, Queued: s.Activity.Queued, Handlers: s.Activity.Handlers, Runtimes: s.Activity.Runtimes}
 	}
 	// A process in standby or degraded serves too (reads; writes are
 	// refused with the reason status shows).
-	ds.Running = ds.PID != 0 && (ds.State == "running" || ds.State == "draining" || ds.State == "standby" || ds.State == "degraded")
+	ds.Running = ds.PID != 0 && (ds.State == "running" || ds.State == "draining" || ds.State == "standby" ||
+		ds.State == "degraded" || ds.State == mgmt.PhaseStopping)
 	return ds
 }
 
@@ -311,6 +322,9 @@ func (a *app) printDaemon(ds daemonStatus, note string) {
 		}
 		fmt.Fprintln(w, ")")
 		fmt.Fprintf(w, "  activity: %d turns, %d queued, %d handlers, %d runtimes\n", ds.Activity.Turns, ds.Activity.Queued, ds.Activity.Handlers, ds.Activity.Runtimes)
+		if ds.Reason != "" {
+			fmt.Fprintf(w, "  reason:   %s\n", ds.Reason)
+		}
 	default:
 		fmt.Fprintf(w, "agentd: %s (started on the next connection)\n", ds.State)
 	}
@@ -378,13 +392,20 @@ func (a *app) daemonStatusCommand() *cobra.Command {
 }
 
 func (a *app) daemonStopCommand() *cobra.Command {
+	wait := true
 	cmd := &cobra.Command{
 		Use:   "stop",
-		Short: "Stop agentd alone (the next connection starts it again)",
+		Short: "Stop agentd alone and wait until it has exited (the next connection starts it again)",
 		Long: `Stop agentd alone, gracefully: running turns get the service's stop timeout to
-finish, then stay durable and are recovered as interrupted on the next start.
-agentd is socket-activated: the next agent command starts it again. The rest
-of the service keeps running. Prints the status object afterwards.
+finish (a turn that ends in it is recorded completed), then stay durable and
+are recovered as interrupted on the next start. agentd is socket-activated:
+the next agent command starts it again. The rest of the service keeps running.
+
+By default the command waits until the process has exited (on a terminal it
+says what it waits for), then prints the status object. With --wait=false it
+returns once the stop has begun and prints the status object with state
+"stopping"; until agentd has exited, agent commands get SERVICE_STOPPING
+(retryable).
 
 The process signalled is the one the authenticated manager reports as agentd
 (never a PID file).
@@ -416,7 +437,15 @@ The process signalled is the one the authenticated manager reports as agentd
 				}
 				return errs.Wrap(err, errs.Internal, "cannot signal agentd (pid %d)", pid)
 			}
-			after, err := a.waitDaemonGone(ctx, pid)
+			if !wait {
+				after, err := a.waitDaemonStopping(ctx, pid)
+				if err != nil {
+					return err
+				}
+				a.printDaemon(after, fmt.Sprintf("asked agentd (pid %d) to stop", pid))
+				return nil
+			}
+			after, err := a.waitDaemonGone(ctx, pid, a.terminalProgress())
 			if err != nil {
 				return err
 			}
@@ -425,13 +454,54 @@ The process signalled is the one the authenticated manager reports as agentd
 		},
 	}
 	cmd.Flags().BoolVar(&a.jsonOut, "json", false, "print the status object as JSON")
+	cmd.Flags().BoolVar(&wait, "wait", true, "wait until agentd has exited (--wait=false returns once its stop has begun)")
 	return cmd
 }
 
-// waitDaemonGone waits until the manager no longer reports pid as agentd.
-func (a *app) waitDaemonGone(ctx context.Context, pid int) (daemonStatus, error) {
+// terminalProgress is where a long wait says what it waits for: stderr
+// when it is a terminal, else nowhere (scripts read the final object only).
+func (a *app) terminalProgress() io.Writer {
+	if f, ok := a.stderr.(*os.File); ok && !a.quiet && isTerminal(f.Fd()) {
+		return f
+	}
+	return nil
+}
+
+// waitDaemonStopping waits, briefly, until the manager reports pid as
+// stopping (or gone): the signal is asynchronous, and the status printed
+// must not say "running" about a process that is stopping.
+func (a *app) waitDaemonStopping(ctx context.Context, pid int) (daemonStatus, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := a.verifiedStatus(ctx)
+		if err != nil {
+			return daemonStatus{}, err
+		}
+		if st == nil {
+			return a.daemonStatusOf(mgmt.Status{}), nil
+		}
+		ds := a.daemonStatusOf(*st)
+		if ds.PID != pid || ds.State == mgmt.PhaseStopping || time.Now().After(deadline) {
+			return ds, nil
+		}
+		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			return ds, nil
+		}
+	}
+}
+
+// waitDaemonGone waits until the manager no longer reports pid as agentd:
+// its link to the manager lasts until the process exits. Progress, when
+// not nil, hears what the stop still waits for whenever that changes.
+func (a *app) waitDaemonGone(ctx context.Context, pid int, progress io.Writer) (daemonStatus, error) {
 	limit := a.cfg.Service.StopTimeout + 15*time.Second
 	deadline := time.Now().Add(limit)
+	said := ""
+	defer func() {
+		if said != "" {
+			fmt.Fprintln(progress)
+		}
+	}()
 	for {
 		st, err := a.verifiedStatus(ctx)
 		if err != nil {
@@ -443,6 +513,16 @@ func (a *app) waitDaemonGone(ctx context.Context, pid int) (daemonStatus, error)
 		ds := a.daemonStatusOf(*st)
 		if ds.PID != pid {
 			return ds, nil
+		}
+		if progress != nil {
+			line := fmt.Sprintf("\ragentd (pid %d) is %s: %d turns running, waiting up to %s for them to finish…", pid, ds.State, ds.Activity.Turns, time.Until(deadline).Round(time.Second))
+			if ds.Activity.Turns == 0 {
+				line = fmt.Sprintf("\ragentd (pid %d) is %s: closing…", pid, ds.State)
+			}
+			if line != said {
+				fmt.Fprintf(progress, "%s\x1b[K", line)
+				said = line
+			}
 		}
 		if time.Now().After(deadline) {
 			return ds, errs.New(errs.StopTimeout, "agentd (pid %d) did not stop within %s: see `deepcode agents daemon logs`", pid, limit)
