@@ -117,6 +117,6 @@ type InitializeResult struct {
 	// AcceptedVersions are the client versions it accepts (a newer minor
 	// of the same major too: see AcceptedProtocolVersions).
 	AcceptedVersions []string     `json:"acceptedProtocolVersions"`
-	Capabilities    Capabilities `json:"capabilities"`
-	ServiceInfo     *ServiceInfo `json:"serviceInfo,omitempty"`
+	Capabilities     Capabilities `json:"capabilities"`
+	ServiceInfo      *ServiceInfo `json:"serviceInfo,omitempty"`
 }
