@@ -28,6 +28,7 @@ const (
 func (a *Agentd) methods(mux *rpc.Mux) {
 	mux.HandleFunc(api.MethodInitialize, a.initialize)
 	mux.Handle(api.MethodThreadStart, rpc.Method(a.threadStart))
+	mux.Handle(api.MethodThreadWorkspace, rpc.Method(a.threadWorkspace))
 	mux.Handle(api.MethodThreadList, rpc.Method(func(ctx context.Context, p api.PageParams) (api.ThreadListResult, error) {
 		limit, err := pageLimit(p.Limit, 50, 200)
 		if err != nil {
@@ -565,6 +566,7 @@ func (a *Agentd) respond(ctx context.Context, p RespondParams) (api.ApprovalResu
 	if err != nil {
 		return api.ApprovalResult{}, err
 	}
+	a.svc.Log.Info("approval answered", "thread", appr.ThreadID, "turn", appr.TurnID, "approval", appr.ID, "decision", decision)
 	if r := a.e.active(appr.TurnID); r != nil {
 		r.mu.Lock()
 		ch := r.approvals[appr.ID]

@@ -1,10 +1,8 @@
 package agentd
 
 import (
-	"crypto/rand"
-	"encoding/base32"
 	"github.com/deepcode-dev/deepcode/shared/api"
-	"strings"
+	"github.com/deepcode-dev/deepcode/shared/ids"
 	"time"
 )
 
@@ -66,31 +64,12 @@ const (
 	EventTurnInterrupted  = "turn.interrupted"
 )
 
-var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-
 // newID makes an id with a type prefix: thr_, turn_, item_, appr_.
-func newID(prefix string) string {
-	b := make([]byte, 10)
-	if _, err := rand.Read(b); err != nil {
-		panic("crypto/rand failed: " + err.Error())
-	}
-	return prefix + idEncoding.EncodeToString(b)
-}
+func newID(prefix string) string { return ids.New(prefix) }
 
 // validID checks an id's prefix and shape. Ids are never resolved from a
 // prefix: a malformed or foreign id (a provider session id) is NOT_FOUND.
-func validID(prefix, id string) bool {
-	rest, ok := strings.CutPrefix(id, prefix)
-	if !ok || len(rest) != 16 {
-		return false
-	}
-	for _, c := range rest {
-		if !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
-			return false
-		}
-	}
-	return true
-}
+func validID(prefix, id string) bool { return ids.Valid(prefix, id) }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 

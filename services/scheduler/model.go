@@ -2,13 +2,12 @@ package scheduler
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/base32"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"github.com/deepcode-dev/deepcode/shared/api"
+	"github.com/deepcode-dev/deepcode/shared/ids"
 	"strconv"
 	"strings"
 	"time"
@@ -63,30 +62,10 @@ func summary(r *Run, at time.Time) string {
 	return string(b)
 }
 
-var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+// newID makes an automation or run id (shared/ids: one scheme everywhere).
+func newID(prefix string) string { return ids.New(prefix) }
 
-// newID is prefix + 16 lower-case base32 characters (80 random bits), the
-// shape agentd's ids have.
-func newID(prefix string) string {
-	b := make([]byte, 10)
-	if _, err := rand.Read(b); err != nil {
-		panic("crypto/rand failed: " + err.Error())
-	}
-	return prefix + strings.ToLower(idEncoding.EncodeToString(b))
-}
-
-func validID(prefix, id string) bool {
-	rest, ok := strings.CutPrefix(id, prefix)
-	if !ok || len(rest) != 16 {
-		return false
-	}
-	for _, c := range rest {
-		if !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
-			return false
-		}
-	}
-	return true
-}
+func validID(prefix, id string) bool { return ids.Valid(prefix, id) }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 

@@ -314,3 +314,15 @@ const (
 	TurnFailed          = "failed"
 	TurnInterrupted     = "interrupted"
 )
+
+// ThreadWorkspaceParams are the parameters of thread/workspace.
+type ThreadWorkspaceParams struct {
+	ThreadID string `json:"threadId"`
+}
+
+// ThreadWorkspaceResult answers thread/workspace.
+type ThreadWorkspaceResult struct {
+	ThreadID  string `json:"threadId"`
+	Workspace string `json:"workspace"`
+	Trusted   bool   `json:"trusted"`
+}

@@ -112,6 +112,8 @@ var Contract = []MethodSpec{
 		DrainSafe: true, Retry: RetrySafe, Summary: "one page of threads"},
 	{Name: MethodThreadRead, Service: ServiceAgentd, Surface: SurfaceBusiness, Params: ThreadRef{}, Result: ThreadReadResult{},
 		Errors: threadErrs, DrainSafe: true, Retry: RetrySafe, Summary: "a thread and its turns"},
+	{Name: MethodThreadWorkspace, Service: ServiceAgentd, Surface: SurfaceBusiness, Params: ThreadWorkspaceParams{}, Result: ThreadWorkspaceResult{},
+		Errors: threadErrs, DrainSafe: true, Retry: RetrySafe, Summary: "a thread's workspace and whether it is trusted (termhost asks it before opening a terminal)"},
 	{Name: MethodTurnStart, Service: ServiceAgentd, Surface: SurfaceBusiness, Params: TurnSubmitParams{}, Result: TurnSubmitResult{},
 		Errors: submitErrs, Retry: RetryKeyed, Summary: "starts a turn on an idle thread (keyed by messageId)"},
 	{Name: MethodTurnEnqueue, Service: ServiceAgentd, Surface: SurfaceBusiness, Params: TurnSubmitParams{}, Result: TurnSubmitResult{},

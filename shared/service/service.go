@@ -182,7 +182,15 @@ func Run(spec Spec, args []string) int {
 		return ExitConfig
 	}
 	level, _ := logging.ParseLevel(cfg.Log.Level)
-	log, closer, err := logging.New(logging.Options{Service: spec.Name, Level: level, Stderr: true})
+	logOpts := logging.Options{Service: spec.Name, Level: level, Stderr: true}
+	if pid, _ := strconv.Atoi(os.Getenv(EnvSupervisorPID)); pid > 0 && pid == os.Getppid() {
+		// Our stderr is the supervisor's pipe: if the supervisor dies, the
+		// records go to the service log directly (see NewSupervisedWriter).
+		out := logging.NewSupervisedWriter(os.Stderr, layout.ServiceLog())
+		defer out.Close()
+		logOpts.Stderr, logOpts.Writer = false, out
+	}
+	log, closer, err := logging.New(logOpts)
 	if err != nil {
 		bootLog.Error("cannot start", "err", err)
 		return ExitFailure

@@ -503,7 +503,7 @@ or by the supervisor about it (child=agentd). With --json: {"logs":"<text>"}.`,
 			if lines < 0 {
 				return &exitError{code: exitUsage, err: errs.New(errs.UsageError, "--lines must be 0 or more")}
 			}
-			return a.printLog(agentdLogs(a.layout.ServiceLog(), lines))
+			return a.printLogBlob(agentdLogs(a.layout.ServiceLog(), lines))
 		},
 	}
 	cmd.Flags().IntVarP(&lines, "lines", "n", 50, "how many of the last lines to print")
