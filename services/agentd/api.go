@@ -14,7 +14,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/deepcode-dev/deepcode/shared/api"
-	"github.com/deepcode-dev/deepcode/shared/buildinfo"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/rpc"
 )
@@ -113,11 +112,11 @@ func (a *Agentd) initialize(ctx context.Context, req *rpc.Request) (any, error) 
 	if err := rpc.BindParams(req.Params, &p); err != nil {
 		return nil, err
 	}
-	if p.ProtocolVersion != buildinfo.ProtocolVersion {
-		return nil, errs.New(errs.ProtocolMismatch, "this service speaks protocol %s, not %q", buildinfo.ProtocolVersion, p.ProtocolVersion)
+	if err := api.CheckProtocolVersion(p.ProtocolVersion); err != nil {
+		return nil, err
 	}
 	a.subscribe(req.Peer)
-	return api.InitializeResult{ProtocolVersion: buildinfo.ProtocolVersion, Capabilities: api.Capabilities{RequestRetry: api.RequestRetry}}, nil
+	return api.NewInitializeResult(), nil
 }
 
 func pageLimit(v, def, max int) (int, error) {

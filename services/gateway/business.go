@@ -13,7 +13,6 @@ import (
 	"github.com/gobwas/ws"
 
 	"github.com/deepcode-dev/deepcode/shared/api"
-	"github.com/deepcode-dev/deepcode/shared/buildinfo"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/paths"
 	"github.com/deepcode-dev/deepcode/shared/rpc"
@@ -140,8 +139,8 @@ func (s *session) initialize(req *rpc.Request) (any, error) {
 	if err := rpc.BindParams(req.Params, &p); err != nil {
 		return nil, err
 	}
-	if p.ProtocolVersion != buildinfo.ProtocolVersion {
-		return nil, errs.New(errs.ProtocolMismatch, "this service speaks protocol %s, not %q: update the client", buildinfo.ProtocolVersion, p.ProtocolVersion)
+	if err := api.CheckProtocolVersion(p.ProtocolVersion); err != nil {
+		return nil, err
 	}
 	s.surface = p.ClientInfo.Surface
 	s.peer = req.Peer
@@ -153,18 +152,16 @@ func (s *session) initialize(req *rpc.Request) (any, error) {
 	}
 	s.initialized.Store(true)
 	s.b.g.svc.Log.Debug("client initialized", "client", p.ClientInfo.Name, "surface", p.ClientInfo.Surface)
-	return api.InitializeResult{
-		ProtocolVersion: buildinfo.ProtocolVersion,
-		Capabilities:    api.Capabilities{RequestRetry: api.RequestRetry},
-		ServiceInfo: &api.ServiceInfo{
-			InstanceID:      s.b.g.svc.InstanceID(),
-			SchemaVersion:   s.b.g.svc.SchemaVersion(),
-			Transport:       "websocket",
-			ShutdownScope:   "connection",
-			FrontendBuildID: FrontendBuildID,
-			Phase:           s.b.g.currentPhase(),
-		},
-	}, nil
+	res := api.NewInitializeResult()
+	res.ServiceInfo = &api.ServiceInfo{
+		InstanceID:      s.b.g.svc.InstanceID(),
+		SchemaVersion:   s.b.g.svc.SchemaVersion(),
+		Transport:       "websocket",
+		ShutdownScope:   "connection",
+		FrontendBuildID: FrontendBuildID,
+		Phase:           s.b.g.currentPhase(),
+	}
+	return res, nil
 }
 
 func (b *business) subscribe(s *session) error {

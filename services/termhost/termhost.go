@@ -15,7 +15,6 @@ import (
 
 	"github.com/deepcode-dev/deepcode/shared/activation"
 	"github.com/deepcode-dev/deepcode/shared/api"
-	"github.com/deepcode-dev/deepcode/shared/buildinfo"
 	"github.com/deepcode-dev/deepcode/shared/config"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/paths"
@@ -107,11 +106,11 @@ func (h *Termhost) initialize(_ context.Context, req *rpc.Request) (any, error) 
 	if err := rpc.BindParams(req.Params, &p); err != nil {
 		return nil, err
 	}
-	if p.ProtocolVersion != buildinfo.ProtocolVersion {
-		return nil, errs.New(errs.ProtocolMismatch, "this service speaks protocol %s, not %q", buildinfo.ProtocolVersion, p.ProtocolVersion)
+	if err := api.CheckProtocolVersion(p.ProtocolVersion); err != nil {
+		return nil, err
 	}
 	h.pub.subscribe(req.Peer)
-	return api.InitializeResult{ProtocolVersion: buildinfo.ProtocolVersion, Capabilities: api.Capabilities{RequestRetry: api.RequestRetry}}, nil
+	return api.NewInitializeResult(), nil
 }
 
 // agentdTimeout bounds a question to agentd, including its start on demand.

@@ -116,7 +116,11 @@ type ServiceInfo struct {
 
 // InitializeResult answers initialize.
 type InitializeResult struct {
-	ProtocolVersion string       `json:"protocolVersion"`
-	Capabilities    Capabilities `json:"capabilities"`
-	ServiceInfo     *ServiceInfo `json:"serviceInfo,omitempty"`
+	// ProtocolVersion is the version this side speaks.
+	ProtocolVersion string `json:"protocolVersion"`
+	// AcceptedVersions are the client versions it accepts (a newer minor
+	// of the same major too: see AcceptedProtocolVersions).
+	AcceptedVersions []string     `json:"acceptedProtocolVersions"`
+	Capabilities     Capabilities `json:"capabilities"`
+	ServiceInfo      *ServiceInfo `json:"serviceInfo,omitempty"`
 }

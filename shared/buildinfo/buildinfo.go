@@ -7,8 +7,12 @@ import "runtime/debug"
 // Version is overridden at link time: -X .../buildinfo.Version=v1.2.3.
 var Version = "dev"
 
-// ProtocolVersion is the JSON-RPC protocol the services and clients speak.
-const ProtocolVersion = "1.0"
+// ProtocolVersion is the JSON-RPC protocol the services and clients speak,
+// "major.minor": an additive change (a method, a member, an error code)
+// raises the minor; a change that breaks an existing client raises the
+// major. 1.1 added the typed contract (docs/protocol.schema.json) and the
+// accepted versions in initialize.
+const ProtocolVersion = "1.1"
 
 // String is "deepcode <version>" with the VCS revision when known.
 func String() string {

@@ -5,6 +5,7 @@ package client_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/deepcode-dev/deepcode/shared/buildinfo"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +62,7 @@ func TestConnectBusiness(t *testing.T) {
 		t.Fatalf("instance %s, want %s", b.InstanceID(), in.ID())
 	}
 	init := b.Initialize()
-	if init.ProtocolVersion != "1.0" || init.ServiceInfo == nil || init.ServiceInfo.InstanceID != in.ID() || init.ServiceInfo.Transport != "websocket" {
+	if init.ProtocolVersion != buildinfo.ProtocolVersion || init.ServiceInfo == nil || init.ServiceInfo.InstanceID != in.ID() || init.ServiceInfo.Transport != "websocket" {
 		t.Fatalf("initialize: %+v", init)
 	}
 	for method, want := range map[string]string{
