@@ -85,14 +85,15 @@ func (a *Agentd) methods(mux *rpc.Mux) {
 	mux.HandleFunc(api.MethodInitialize, a.initialize)
 	mux.Handle(api.MethodThreadStart, rpc.Method(a.threadStart))
 	mux.Handle(api.MethodThreadList, rpc.Method(func(ctx context.Context, p struct {
-		Cursor string `json:"cursor,omitempty"`
-		Limit  int    `json:"limit,omitempty"`
+		Cursor   string `json:"cursor,omitempty"`
+		Limit    int    `json:"limit,omitempty"`
+		Archived bool   `json:"archived,omitempty"`
 	}) (map[string]any, error) {
 		limit, err := pageLimit(p.Limit, 50, 200)
 		if err != nil {
 			return nil, err
 		}
-		ths, next, err := listThreads(ctx, a.e.q, "", p.Cursor, limit)
+		ths, next, err := listThreadsIn(ctx, a.e.q, "", p.Cursor, limit, p.Archived)
 		if err != nil {
 			return nil, err
 		}
@@ -172,6 +173,7 @@ func (a *Agentd) methods(mux *rpc.Mux) {
 	}))
 	mux.Handle(api.MethodApprovalReply, rpc.Method(a.respond))
 	a.agentMethods(mux)
+	a.threadAdminMethods(mux)
 }
 
 // initialize checks the protocol version and subscribes the connection to

@@ -81,6 +81,10 @@ type Thread struct {
 	TurnCount    int       `json:"turnCount"`
 	CreatedAt    time.Time `json:"createdAt"`
 	UpdatedAt    time.Time `json:"updatedAt"`
+	// LastTurnStatus is the status of the latest turn ("" before the first).
+	LastTurnStatus string `json:"lastTurnStatus,omitempty"`
+	// Archived threads are left out of thread/list and thread/search.
+	Archived bool `json:"archived,omitempty"`
 }
 
 // TurnError is why a turn did not complete.

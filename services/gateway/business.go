@@ -34,7 +34,7 @@ func route(method string) (socket string, ok bool) {
 		return "", false
 	}
 	switch prefix {
-	case "thread", "turn", "event", "approval", "agent":
+	case "thread", "turn", "event", "approval", "agent", "workspace", "profile":
 		return paths.AgentdSocket, true
 	case "terminal":
 		return paths.TermhostSocket, true
