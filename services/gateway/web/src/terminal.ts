@@ -120,10 +120,10 @@ export function TerminalPanel({ ctl }: Props) {
 
   return html`
     <section class="terminal-panel" data-testid="terminal-panel" aria-label="Terminals">
-      <div class="term-tabs" role="tablist">
+      <div class="term-tabs">
         ${terms.map(
           (t, i) => html`<span key=${t.terminalId} class="term-tab">
-            <button role="tab" aria-selected=${t.terminalId === active} class=${t.terminalId === active ? 'small' : 'secondary small'} data-testid="terminal-tab" data-terminal-id=${t.terminalId} onClick=${() => setActive(t.terminalId)}>
+            <button aria-pressed=${t.terminalId === active} class=${t.terminalId === active ? 'small' : 'secondary small'} data-testid="terminal-tab" data-terminal-id=${t.terminalId} onClick=${() => setActive(t.terminalId)}>
               Terminal ${i + 1}${t.exited ? ` (ended${t.exitCode !== undefined ? ', ' + t.exitCode : ''})` : ''}
             </button>
             ${t.exited ? null : html`<button class="icon small" aria-label=${`Close terminal ${i + 1}`} data-testid="terminal-close" onClick=${() => void close(t.terminalId)}>×</button>`}
@@ -173,7 +173,6 @@ function TermView({ ctl, threadId, terminalId, exited }: Props & { threadId: str
         if (!r.hasMore) return;
       }
     };
-    serial(catchUp);
     const offOut = ctl.rt.on('terminal.output', (p) => {
       const n = p as OutputNote;
       if (n.terminalId !== terminalId) return;
@@ -203,7 +202,10 @@ function TermView({ ctl, threadId, terminalId, exited }: Props & { threadId: str
     };
     const ro = new ResizeObserver(() => resize());
     ro.observe(el);
+    // The screen takes the panel's size before the history is written, so
+    // it wraps as it did when the output was made.
     resize();
+    serial(catchUp);
     term.focus();
     return () => {
       stopped = true;
