@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"embed"
 	"fmt"
+	"github.com/deepcode-dev/deepcode/shared/topology"
 	"path"
 	"sort"
 	"strconv"
@@ -51,14 +52,20 @@ type Socket struct {
 	File string
 }
 
-// Services lists every service in start order. The names and FDNames are the
-// contract with shared/activation and services/supervisor.
-var Services = []Service{
-	{Name: "manager", Sockets: []Socket{{"manager", "manager", "manager.sock"}}},
-	{Name: "gateway", Sockets: []Socket{{"gateway", "gateway", "gateway.sock"}, {"gateway-http", "http", ""}}},
-	{Name: "scheduler", Sockets: []Socket{{"scheduler", "scheduler", "scheduler.sock"}}},
-	{Name: "agentd", OnDemand: true, Sockets: []Socket{{"agentd", "agentd", "agentd.sock"}}},
-	{Name: "termhost", OnDemand: true, Sockets: []Socket{{"termhost", "termhost", "termhost.sock"}}},
+// Services lists every service in start order, from the one table
+// (shared/topology) that shared/activation and services/supervisor read too.
+var Services = unitServices()
+
+func unitServices() []Service {
+	var out []Service
+	for _, ts := range topology.Services {
+		svc := Service{Name: ts.Name, OnDemand: ts.OnDemand}
+		for _, so := range ts.Sockets {
+			svc.Sockets = append(svc.Sockets, Socket{Unit: so.Unit, FDName: so.Name, File: so.File})
+		}
+		out = append(out, svc)
+	}
+	return out
 }
 
 // TemplateNames lists the template files, sorted.

@@ -331,9 +331,8 @@ func TestSystemdUserUnits(t *testing.T) {
 	// it there (service.log is the supervisor's).
 	if journaldRunning {
 		testkit.WaitFor(t, time.Minute, "agentd's records in the journal", func() bool {
-			var logs struct{ Logs string }
-			env.MustRun("service", "logs", "--json", "--lines", "500").JSON(t, &logs)
-			return strings.Contains(logs.Logs, "service=agentd") && strings.Contains(logs.Logs, "service=manager")
+			out := env.MustRun("service", "logs", "--json", "--lines", "500").Stdout
+			return strings.Contains(out, `"service":"agentd"`) && strings.Contains(out, `"service":"manager"`)
 		})
 		if r := env.MustRun("service", "logs", "--lines", "3"); strings.Count(r.Stdout, "\n") != 3 || !strings.Contains(r.Stdout, "level=") {
 			t.Fatalf("service logs --lines 3 under systemd:\n%s", r.Stdout)

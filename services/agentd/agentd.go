@@ -27,12 +27,15 @@ import (
 	"github.com/gofrs/flock"
 )
 
-// The runtime-owner lease.
-const (
-	leaseName  = "agentd.runtime"
-	leaseTTL   = 15 * time.Second
-	leaseRenew = 5 * time.Second
-)
+// The runtime-owner lease. Its TTL is agentd.lease_ttl; it is renewed
+// every third of it for as long as this agentd executes turns, its
+// graceful stop included.
+const leaseName = "agentd.runtime"
+
+// lockRetry is how often an agentd in standby tries the runtime lock: the
+// previous owner releases it the instant it exits, and the first write
+// after a restart waits for it.
+const lockRetry = 50 * time.Millisecond
 
 // runtimeLockName is the runtime lock's file, in the database's discovery
 // folder. The runtime owner holds an OS lock on it for its whole life; the
@@ -66,7 +69,13 @@ type Agentd struct {
 	e      *engine
 	holder string
 
-	lease       atomic.Pointer[store.Lease]
+	leaseTTL time.Duration
+	lease    atomic.Pointer[store.Lease]
+	// renewCtx governs lease renewal: not the service's context, which is
+	// cancelled as stopping begins, but stop's, cancelled once no turn
+	// executes any more (a turn finishing in the grace must still commit).
+	renewCtx    context.Context
+	renewCancel context.CancelFunc
 	runtimeLock *flock.Flock // held by the owner; see runtimeLockName
 	owner       atomic.Bool  // holds the lease: may execute and write
 	ownerCh     chan struct{}
@@ -89,10 +98,15 @@ func setup(ctx context.Context, svc *service.Service) error {
 	}
 	a := &Agentd{
 		svc: svc, db: db, wdb: wdb, cfg: svc.Config,
-		holder:  fmt.Sprintf("agentd pid %d %s", os.Getpid(), discovery.NewInstanceID()),
-		ownerCh: make(chan struct{}),
-		subs:    map[*rpc.Peer]struct{}{},
+		holder:   fmt.Sprintf("agentd pid %d %s", os.Getpid(), discovery.NewInstanceID()),
+		ownerCh:  make(chan struct{}),
+		subs:     map[*rpc.Peer]struct{}{},
+		leaseTTL: svc.Config.Agentd.LeaseTTL,
 	}
+	if a.leaseTTL <= 0 {
+		a.leaseTTL = config.Defaults().Agentd.LeaseTTL
+	}
+	a.renewCtx, a.renewCancel = context.WithCancel(context.Background())
 	a.j = newJournal(wdb, a.currentLease, a.publish, a.leaseLost, svc.Log)
 	// The writer runs for the daemon's whole life, owner or not: stop
 	// closes it, and an acquire retried after a failed recovery must not
@@ -115,6 +129,7 @@ func setup(ctx context.Context, svc *service.Service) error {
 			return err
 		}
 		svc.Log.Warn("another agentd owns the runtime; serving reads and waiting for its lease", "err", err)
+		svc.SetStandby(errs.LeaseHeld, standbyReason(err))
 		a.bg.Add(1)
 		go a.standby()
 	}
@@ -134,7 +149,7 @@ func (a *Agentd) acquire(ctx context.Context) error {
 	if err := a.lockRuntime(); err != nil {
 		return err
 	}
-	l, err := a.db.AcquireLease(ctx, leaseName, a.holder, leaseTTL)
+	l, err := a.db.AcquireLease(ctx, leaseName, a.holder, a.leaseTTL)
 	if errs.Is(err, errs.LeaseHeld) {
 		l, err = a.takeOver(ctx)
 	}
@@ -150,8 +165,19 @@ func (a *Agentd) acquire(ctx context.Context) error {
 	a.e.start()
 	a.bg.Add(1)
 	go a.renew()
+	a.svc.SetReady()
 	a.svc.Log.Info("runtime owner", "token", l.Token)
 	return nil
+}
+
+// standbyReason is what status and refused writes say while this agentd
+// waits for the runtime.
+func standbyReason(err error) string {
+	msg := "another agentd owns this database's runtime"
+	if e, ok := errs.As(err); ok {
+		msg = e.Message
+	}
+	return msg + "; this agentd serves reads and takes over as soon as it lets go (it is stopping, or its lease expires): retry shortly"
 }
 
 // lockRuntime takes the runtime lock, or fails with LEASE_HELD while another
@@ -193,10 +219,10 @@ func (a *Agentd) takeOver(ctx context.Context) (store.Lease, error) {
 		return store.Lease{}, err
 	}
 	if !found || old.Holder == "" || old.Holder == a.holder {
-		return a.db.AcquireLease(ctx, leaseName, a.holder, leaseTTL)
+		return a.db.AcquireLease(ctx, leaseName, a.holder, a.leaseTTL)
 	}
 	now := time.Now()
-	exp := now.Add(leaseTTL).UnixMilli()
+	exp := now.Add(a.leaseTTL).UnixMilli()
 	res, err := a.db.SQL().ExecContext(ctx, `UPDATE leases SET holder = ?, token = token + 1, expires_at = ?, acquired_at = ?
 		WHERE name = ? AND holder = ? AND token = ?`, a.holder, exp, now.UnixMilli(), leaseName, old.Holder, old.Token)
 	if err != nil {
@@ -209,32 +235,65 @@ func (a *Agentd) takeOver(ctx context.Context) (store.Lease, error) {
 	return store.Lease{Name: leaseName, Holder: a.holder, Token: old.Token + 1, Expires: time.UnixMilli(exp)}, nil
 }
 
-// standby retries the lease until the other owner is gone.
+// standby waits for the runtime lock, then takes the lease. The lock is
+// tried every lockRetry: the previous owner on this machine lets go of it
+// the instant it exits, and every write waits for that. A lease held by a
+// process elsewhere (no lock to wait for) is retried every third of its TTL.
 func (a *Agentd) standby() {
 	defer a.bg.Done()
 	ctx := a.svc.Context()
-	t := time.NewTicker(leaseTTL / 3)
-	defer t.Stop()
+	retry := time.NewTimer(0)
+	defer retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-retry.C:
+		}
+		if err := a.waitRuntimeLock(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			a.svc.Log.Error("cannot take the runtime lock", "err", err)
+			retry.Reset(a.leaseTTL / 3)
+			continue
 		}
 		err := a.acquire(ctx)
 		if err == nil {
 			return
 		}
+		if ctx.Err() != nil {
+			return
+		}
+		a.svc.SetStandby(errs.LeaseHeld, standbyReason(err))
 		if !errs.Is(err, errs.LeaseHeld) {
 			a.svc.Log.Error("cannot take the runtime lease", "err", err)
+		}
+		retry.Reset(a.leaseTTL / 3)
+	}
+}
+
+// waitRuntimeLock blocks until this process holds the runtime lock.
+func (a *Agentd) waitRuntimeLock(ctx context.Context) error {
+	for {
+		err := a.lockRuntime()
+		if err == nil || !errs.Is(err, errs.LeaseHeld) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(lockRetry):
 		}
 	}
 }
 
+// renew keeps the lease until stop cancels renewCtx, which it does only
+// once no turn executes any more.
 func (a *Agentd) renew() {
 	defer a.bg.Done()
-	ctx := a.svc.Context()
-	t := time.NewTicker(leaseRenew)
+	ctx := a.renewCtx
+	t := time.NewTicker(a.leaseTTL / 3)
 	defer t.Stop()
 	for {
 		select {
@@ -242,7 +301,7 @@ func (a *Agentd) renew() {
 			return
 		case <-t.C:
 		}
-		l, err := a.db.RenewLease(ctx, a.currentLease(), leaseTTL)
+		l, err := a.db.RenewLease(ctx, a.currentLease(), a.leaseTTL)
 		switch {
 		case err == nil:
 			a.lease.Store(&l)
@@ -307,10 +366,19 @@ func (a *Agentd) recover(ctx context.Context) error {
 	return err
 }
 
+// stop gives running turns the graceful window, renewing the lease all the
+// while, so that a turn ending in it commits; then it stops renewing and
+// releases the lease. When the supervisor is gone (a crash of the parent,
+// not a stop request) there is no window: the turns are abandoned to the
+// next owner's recovery and the lease is released at once, so that the
+// restarted instance's agentd takes over without waiting.
 func (a *Agentd) stop(ctx context.Context) error {
 	grace := a.cfg.Service.StopTimeout
 	if d, ok := ctx.Deadline(); ok {
 		grace = min(grace, time.Until(d)-time.Second)
+	}
+	if a.svc.ParentGone() {
+		grace = 0
 	}
 	if a.owner.Load() {
 		a.e.stop(max(grace, 0))
@@ -318,6 +386,7 @@ func (a *Agentd) stop(ctx context.Context) error {
 		a.e.cancel()
 	}
 	a.j.close()
+	a.renewCancel()
 	a.bg.Wait()
 	if a.owner.Swap(false) {
 		_ = a.db.ReleaseLease(context.Background(), a.currentLease())
@@ -341,6 +410,9 @@ func (a *Agentd) closeDBs() error {
 func (a *Agentd) requireOwner() error {
 	if a.owner.Load() {
 		return nil
+	}
+	if err := a.svc.NotReadyError(); err != nil {
+		return err
 	}
 	return errs.New(errs.LeaseHeld, "another agentd owns this database's runtime; try again shortly")
 }

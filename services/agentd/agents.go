@@ -15,37 +15,6 @@ import (
 // agent methods return only the id, status, profile, title, response and
 // structured error: no workspace paths, provider session ids or timestamps.
 
-// AgentRunParams are the parameters of agent/run.
-type AgentRunParams struct {
-	Workspace string `json:"workspace"`
-	Profile   string `json:"profile,omitempty"`
-	Provider  string `json:"provider,omitempty"`
-	Prompt    string `json:"prompt"`
-	Trust     bool   `json:"trust,omitempty"`
-}
-
-// AgentReceipt answers agent/run and agent/continue.
-type AgentReceipt struct {
-	ID     string `json:"id"`
-	Status string `json:"status"`
-}
-
-// AgentView answers agent/show.
-type AgentView struct {
-	ID       string     `json:"id"`
-	Status   string     `json:"status"`
-	Response string     `json:"response,omitempty"`
-	Error    *TurnError `json:"error,omitempty"`
-}
-
-// AgentSummary is one entry of agent/list.
-type AgentSummary struct {
-	ID      string `json:"id"`
-	Status  string `json:"status"`
-	Profile string `json:"profile"`
-	Title   string `json:"title"`
-}
-
 // agentStatus maps a logical agent's latest turn to its status.
 func agentStatus(t Turn, ok bool) string {
 	if !ok {
@@ -62,10 +31,7 @@ func agentStatus(t Turn, ok bool) string {
 
 func (a *Agentd) agentMethods(mux *rpc.Mux) {
 	mux.Handle(api.MethodAgentRun, rpc.Method(a.agentRun))
-	mux.Handle(api.MethodAgentContinue, rpc.Method(func(ctx context.Context, p struct {
-		ID     string `json:"id"`
-		Prompt string `json:"prompt"`
-	}) (AgentReceipt, error) {
+	mux.Handle(api.MethodAgentContinue, rpc.Method(func(ctx context.Context, p api.AgentContinueParams) (AgentReceipt, error) {
 		th, err := a.agentThread(ctx, p.ID)
 		if err != nil {
 			return AgentReceipt{}, err
@@ -76,9 +42,7 @@ func (a *Agentd) agentMethods(mux *rpc.Mux) {
 		}
 		return AgentReceipt{ID: th.ID, Status: agentStatus(res.Turn, true)}, nil
 	}))
-	mux.Handle(api.MethodAgentShow, rpc.Method(func(ctx context.Context, p struct {
-		ID string `json:"id"`
-	}) (AgentView, error) {
+	mux.Handle(api.MethodAgentShow, rpc.Method(func(ctx context.Context, p api.AgentRef) (AgentView, error) {
 		th, err := a.agentThread(ctx, p.ID)
 		if err != nil {
 			return AgentView{}, err
@@ -93,20 +57,20 @@ func (a *Agentd) agentMethods(mux *rpc.Mux) {
 		}
 		return v, nil
 	}))
-	mux.Handle(api.MethodAgentList, rpc.Method(func(ctx context.Context, _ struct{}) (map[string]any, error) {
+	mux.Handle(api.MethodAgentList, rpc.Method(func(ctx context.Context, _ api.Empty) (api.AgentListResult, error) {
 		ths, _, err := listThreads(ctx, a.e.q, "agent", "", 1000)
 		if err != nil {
-			return nil, err
+			return api.AgentListResult{}, err
 		}
 		out := []AgentSummary{}
 		for _, th := range ths {
 			t, ok, err := latestTurn(ctx, a.e.q, th.ID)
 			if err != nil {
-				return nil, err
+				return api.AgentListResult{}, err
 			}
 			out = append(out, AgentSummary{ID: th.ID, Status: agentStatus(t, ok), Profile: th.Profile, Title: th.Title})
 		}
-		return map[string]any{"agents": out}, nil
+		return api.AgentListResult{Agents: out}, nil
 	}))
 }
 

@@ -26,93 +26,31 @@ const (
 	maxTitle     = 256
 )
 
-// Input is a user message.
-type Input struct {
-	Text string `json:"text"`
-}
-
-// ThreadStartParams are the parameters of thread/start.
-type ThreadStartParams struct {
-	Workspace string `json:"workspace"`
-	Profile   string `json:"profile,omitempty"`
-	Title     string `json:"title,omitempty"`
-	// Trust is the explicit, recorded grant that --trust makes.
-	Trust bool `json:"trust,omitempty"`
-}
-
-// TurnSubmitParams are the parameters of turn/start and turn/enqueue.
-type TurnSubmitParams struct {
-	ThreadID  string `json:"threadId"`
-	MessageID string `json:"messageId"`
-	Input     Input  `json:"input"`
-	Profile   string `json:"profile,omitempty"`
-	Model     string `json:"model,omitempty"`
-	Reasoning string `json:"reasoning,omitempty"`
-}
-
-// TurnSubmitResult answers turn/start and turn/enqueue.
-type TurnSubmitResult struct {
-	Turn      Turn `json:"turn"`
-	Item      Item `json:"item"`
-	Duplicate bool `json:"duplicate,omitempty"`
-}
-
-// TurnSteerParams are the parameters of turn/steer.
-type TurnSteerParams struct {
-	ThreadID       string `json:"threadId"`
-	ExpectedTurnID string `json:"expectedTurnId"`
-	MessageID      string `json:"messageId"`
-	Input          Input  `json:"input"`
-}
-
-// TurnSteerResult answers turn/steer.
-type TurnSteerResult struct {
-	TurnID        string `json:"turnId"`
-	DeliveryState string `json:"deliveryState"`
-	Duplicate     bool   `json:"duplicate,omitempty"`
-}
-
-type threadRef struct {
-	ThreadID string `json:"threadId"`
-}
-
-type turnRef struct {
-	ThreadID string `json:"threadId"`
-	TurnID   string `json:"turnId"`
-}
-
 func (a *Agentd) methods(mux *rpc.Mux) {
 	mux.HandleFunc(api.MethodInitialize, a.initialize)
 	mux.Handle(api.MethodThreadStart, rpc.Method(a.threadStart))
-	mux.Handle(api.MethodThreadList, rpc.Method(func(ctx context.Context, p struct {
-		Cursor   string `json:"cursor,omitempty"`
-		Limit    int    `json:"limit,omitempty"`
-		Archived bool   `json:"archived,omitempty"`
-	}) (map[string]any, error) {
+	mux.Handle(api.MethodThreadWorkspace, rpc.Method(a.threadWorkspace))
+	mux.Handle(api.MethodThreadList, rpc.Method(func(ctx context.Context, p api.PageParams) (api.ThreadListResult, error) {
 		limit, err := pageLimit(p.Limit, 50, 200)
 		if err != nil {
-			return nil, err
+			return api.ThreadListResult{}, err
 		}
 		ths, next, err := listThreadsIn(ctx, a.e.q, "", p.Cursor, limit, p.Archived)
 		if err != nil {
-			return nil, err
+			return api.ThreadListResult{}, err
 		}
-		out := map[string]any{"threads": nonNil(ths)}
-		if next != "" {
-			out["nextCursor"] = next
-		}
-		return out, nil
+		return api.ThreadListResult{Threads: nonNil(ths), NextCursor: next}, nil
 	}))
-	mux.Handle(api.MethodThreadRead, rpc.Method(func(ctx context.Context, p threadRef) (map[string]any, error) {
+	mux.Handle(api.MethodThreadRead, rpc.Method(func(ctx context.Context, p api.ThreadRef) (api.ThreadReadResult, error) {
 		th, err := getThread(ctx, a.e.q, p.ThreadID)
 		if err != nil {
-			return nil, err
+			return api.ThreadReadResult{}, err
 		}
 		turns, err := threadTurns(ctx, a.e.q, p.ThreadID)
 		if err != nil {
-			return nil, err
+			return api.ThreadReadResult{}, err
 		}
-		return map[string]any{"thread": th, "turns": nonNil(turns)}, nil
+		return api.ThreadReadResult{Thread: th, Turns: nonNil(turns)}, nil
 	}))
 	mux.Handle(api.MethodTurnStart, rpc.Method(func(ctx context.Context, p TurnSubmitParams) (TurnSubmitResult, error) {
 		return a.submit(ctx, SubmitStart, p)
@@ -122,54 +60,46 @@ func (a *Agentd) methods(mux *rpc.Mux) {
 	}))
 	mux.Handle(api.MethodTurnSteer, rpc.Method(a.steer))
 	mux.Handle(api.MethodTurnInterrupt, rpc.Method(a.interrupt))
-	mux.Handle(api.MethodTurnRead, rpc.Method(func(ctx context.Context, p turnRef) (map[string]any, error) {
+	mux.Handle(api.MethodTurnRead, rpc.Method(func(ctx context.Context, p api.TurnRef) (api.TurnReadResult, error) {
 		if _, err := getThread(ctx, a.e.q, p.ThreadID); err != nil {
-			return nil, err
+			return api.TurnReadResult{}, err
 		}
 		t, err := getTurn(ctx, a.e.q, p.ThreadID, p.TurnID)
 		if err != nil {
-			return nil, err
+			return api.TurnReadResult{}, err
 		}
 		items, err := turnItems(ctx, a.e.q, p.TurnID)
 		if err != nil {
-			return nil, err
+			return api.TurnReadResult{}, err
 		}
-		return map[string]any{"turn": t, "items": nonNil(items)}, nil
+		return api.TurnReadResult{Turn: t, Items: nonNil(items)}, nil
 	}))
-	mux.Handle(api.MethodTurnInputRead, rpc.Method(func(ctx context.Context, p struct {
-		ThreadID  string `json:"threadId"`
-		MessageID string `json:"messageId"`
-	}) (map[string]any, error) {
+	mux.Handle(api.MethodTurnInputRead, rpc.Method(func(ctx context.Context, p api.TurnInputReadParams) (api.TurnInputReadResult, error) {
 		if _, err := getThread(ctx, a.e.q, p.ThreadID); err != nil {
-			return nil, err
+			return api.TurnInputReadResult{}, err
 		}
 		if err := checkMessageID(p.MessageID); err != nil {
-			return nil, err
+			return api.TurnInputReadResult{}, err
 		}
 		r, err := receiptByKey(ctx, a.e.q, p.ThreadID, p.MessageID)
-		if err != nil {
-			return nil, err
+		if err != nil || r == nil {
+			return api.TurnInputReadResult{}, err
 		}
-		if r == nil {
-			return map[string]any{"item": nil}, nil
-		}
-		return map[string]any{"item": r.Item}, nil
+		return api.TurnInputReadResult{Item: &r.Item}, nil
 	}))
 	mux.Handle(api.MethodEventReplay, rpc.Method(a.replay))
 	a.blobMethods(mux)
-	mux.Handle(api.MethodApprovalList, rpc.Method(func(ctx context.Context, p struct {
-		ThreadID string `json:"threadId,omitempty"`
-	}) (map[string]any, error) {
+	mux.Handle(api.MethodApprovalList, rpc.Method(func(ctx context.Context, p api.ApprovalListParams) (api.ApprovalListResult, error) {
 		if p.ThreadID != "" {
 			if _, err := getThread(ctx, a.e.q, p.ThreadID); err != nil {
-				return nil, err
+				return api.ApprovalListResult{}, err
 			}
 		}
 		as, err := pendingApprovals(ctx, a.e.q, p.ThreadID)
 		if err != nil {
-			return nil, err
+			return api.ApprovalListResult{}, err
 		}
-		return map[string]any{"approvals": as}, nil
+		return api.ApprovalListResult{Approvals: as}, nil
 	}))
 	mux.Handle(api.MethodApprovalReply, rpc.Method(a.respond))
 	a.agentMethods(mux)
@@ -276,12 +206,12 @@ func trustWorkspace(w *txw, workspace string, grant bool, by string) error {
 	return nil
 }
 
-func (a *Agentd) threadStart(ctx context.Context, p ThreadStartParams) (map[string]any, error) {
+func (a *Agentd) threadStart(ctx context.Context, p ThreadStartParams) (api.ThreadResult, error) {
 	th, err := a.createThread(ctx, p, "thread")
 	if err != nil {
-		return nil, err
+		return api.ThreadResult{}, err
 	}
-	return map[string]any{"thread": th}, nil
+	return api.ThreadResult{Thread: th}, nil
 }
 
 func (a *Agentd) createThread(ctx context.Context, p ThreadStartParams, kind string) (Thread, error) {
@@ -430,10 +360,10 @@ func (a *Agentd) submit(ctx context.Context, submission string, p TurnSubmitPara
 		if err != nil {
 			return err
 		}
-		if _, err := w.Append(p.ThreadID, EventTurnQueued, map[string]any{"turn": t}); err != nil {
+		if _, err := w.Append(p.ThreadID, EventTurnQueued, api.TurnPayload{Turn: t}); err != nil {
 			return err
 		}
-		if _, err := w.Append(p.ThreadID, EventItemCompleted, map[string]any{"item": it}); err != nil {
+		if _, err := w.Append(p.ThreadID, EventItemCompleted, api.ItemPayload{Item: it}); err != nil {
 			return err
 		}
 		// The answer shows the turn as admitted (queued), like turn.queued,
@@ -573,7 +503,7 @@ func (a *Agentd) steer(ctx context.Context, p TurnSteerParams) (TurnSteerResult,
 		if err != nil {
 			return err
 		}
-		_, err = w.Append(p.ThreadID, EventTurnSteered, map[string]any{"turnId": p.ExpectedTurnID, "item": it})
+		_, err = w.Append(p.ThreadID, EventTurnSteered, api.TurnSteeredPayload{Item: it, TurnID: p.ExpectedTurnID})
 		return err
 	})
 	if err != nil || !delivered {
@@ -583,48 +513,41 @@ func (a *Agentd) steer(ctx context.Context, p TurnSteerParams) (TurnSteerResult,
 	return TurnSteerResult{TurnID: p.ExpectedTurnID, DeliveryState: DeliveryAccepted}, nil
 }
 
-func (a *Agentd) interrupt(ctx context.Context, p turnRef) (map[string]any, error) {
+func (a *Agentd) interrupt(ctx context.Context, p api.TurnRef) (api.TurnResult, error) {
 	if err := a.requireOwner(); err != nil {
-		return nil, err
+		return api.TurnResult{}, err
 	}
 	if _, err := getThread(ctx, a.e.q, p.ThreadID); err != nil {
-		return nil, err
+		return api.TurnResult{}, err
 	}
 	t, err := getTurn(ctx, a.e.q, p.ThreadID, p.TurnID)
 	if err != nil {
-		return nil, err
+		return api.TurnResult{}, err
 	}
 	if isTerminal(t.Status) {
-		return nil, errs.New(errs.Conflict, "turn %s already ended (%s)", t.ID, t.Status).With("status", t.Status)
+		return api.TurnResult{}, errs.New(errs.Conflict, "turn %s already ended (%s)", t.ID, t.Status).With("status", t.Status)
 	}
 	if err := a.e.interrupt(ctx, p.ThreadID, p.TurnID); err != nil {
-		return nil, err
+		return api.TurnResult{}, err
 	}
 	t, err = getTurn(ctx, a.e.q, p.ThreadID, p.TurnID)
 	if err != nil {
-		return nil, err
+		return api.TurnResult{}, err
 	}
-	return map[string]any{"turn": t}, nil
-}
-
-// RespondParams are the parameters of approval/respond.
-type RespondParams struct {
-	ApprovalID string `json:"approvalId"`
-	Revision   int    `json:"revision"`
-	Decision   string `json:"decision"`
+	return api.TurnResult{Turn: t}, nil
 }
 
 // respond decides an approval with compare-and-set on its revision.
-func (a *Agentd) respond(ctx context.Context, p RespondParams) (map[string]any, error) {
+func (a *Agentd) respond(ctx context.Context, p RespondParams) (api.ApprovalResult, error) {
 	if err := a.requireOwner(); err != nil {
-		return nil, err
+		return api.ApprovalResult{}, err
 	}
 	decision := map[string]string{"approve": "approved", "deny": "denied"}[p.Decision]
 	if decision == "" {
-		return nil, errs.New(errs.InvalidParams, `decision must be "approve" or "deny"`)
+		return api.ApprovalResult{}, errs.New(errs.InvalidParams, `decision must be "approve" or "deny"`)
 	}
 	if p.Revision < 1 {
-		return nil, errs.New(errs.InvalidParams, "revision must be the approval's current revision (1 or more)")
+		return api.ApprovalResult{}, errs.New(errs.InvalidParams, "revision must be the approval's current revision (1 or more)")
 	}
 	var appr Approval
 	err := a.j.do(ctx, func(w *txw) error {
@@ -643,8 +566,9 @@ func (a *Agentd) respond(ctx context.Context, p RespondParams) (map[string]any, 
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return api.ApprovalResult{}, err
 	}
+	a.svc.Log.Info("approval answered", "thread", appr.ThreadID, "turn", appr.TurnID, "approval", appr.ID, "decision", decision)
 	if r := a.e.active(appr.TurnID); r != nil {
 		r.mu.Lock()
 		ch := r.approvals[appr.ID]
@@ -656,5 +580,5 @@ func (a *Agentd) respond(ctx context.Context, p RespondParams) (map[string]any, 
 			}
 		}
 	}
-	return map[string]any{"approval": appr}, nil
+	return api.ApprovalResult{Approval: appr}, nil
 }

@@ -68,6 +68,9 @@ type run struct {
 	// stopCause is a cancellation asked for while the run could not be
 	// cancelled yet (it was starting); execute applies it.
 	stopCause error
+	// providerName and started are for the "turn ended" record.
+	providerName string
+	started      time.Time
 }
 
 // stop cancels the run with cause, or, while it is still starting, records
@@ -400,6 +403,11 @@ func (e *engine) runTurn(r *run, tr *preparedRun) {
 		ctx, stop = context.WithTimeoutCause(ctx, t, errs.New(errs.DaemonTimeout, "the turn exceeded the profile's %s timeout", t))
 		defer stop()
 	}
+	r.mu.Lock()
+	r.providerName, r.started = tr.Profile.Provider, time.Now()
+	r.mu.Unlock()
+	// Ids and names only: never the prompt.
+	e.log.Info("turn started", "thread", r.threadID, "turn", r.turnID, "provider", tr.Profile.Provider, "profile", tr.ProfileName)
 	var runErr error
 	if ctx.Err() == nil {
 		runErr = tr.provider.Run(ctx, &tr.TurnRun)
@@ -488,7 +496,19 @@ func (e *engine) finish(r *run, runErr error) {
 	})
 	if err != nil {
 		e.log.Error("cannot record the end of a turn; recovery will settle it", "turn", r.turnID, "err", err)
+		return
 	}
+	r.mu.Lock()
+	provider, started := r.providerName, r.started
+	r.mu.Unlock()
+	attrs := []any{"thread", r.threadID, "turn", r.turnID, "provider", provider, "status", status}
+	if !started.IsZero() {
+		attrs = append(attrs, "duration", time.Since(started).Round(time.Millisecond).String())
+	}
+	if te != nil {
+		attrs = append(attrs, "code", string(te.Code))
+	}
+	e.log.Info("turn ended", attrs...)
 }
 
 // finishTurn is the transaction that ends a turn.

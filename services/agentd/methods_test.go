@@ -45,6 +45,27 @@ func TestMethods(t *testing.T) {
 		c.fail("initialize", api.InitializeParams{ProtocolVersion: "0.9"}, errs.ProtocolMismatch)
 	})
 
+	t.Run("thread/workspace", func(t *testing.T) {
+		c := dial(t, env)
+		ws := t.TempDir()
+		real, err := filepath.EvalSymlinks(ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r threadResult
+		c.must("thread/start", map[string]any{"workspace": ws, "trust": true}, &r)
+		var got api.ThreadWorkspaceResult
+		c.must("thread/workspace", api.ThreadWorkspaceParams{ThreadID: r.Thread.ID}, &got)
+		if got.ThreadID != r.Thread.ID || got.Workspace != real || !got.Trusted {
+			t.Fatalf("thread/workspace: %+v", got)
+		}
+		c.fail("thread/workspace", map[string]any{"threadId": "thr_aaaaaaaaaaaaaaaa"}, errs.NotFound)
+		c.fail("thread/workspace", map[string]any{"threadId": "nope"}, errs.NotFound)
+		c.fail("thread/workspace", map[string]any{"threadId": 7}, errs.InvalidParams)
+		c.fail("thread/workspace", map[string]any{"threadId": r.Thread.ID, "extra": true}, errs.InvalidParams)
+		c.fail("thread/workspace", []any{r.Thread.ID}, errs.InvalidParams)
+	})
+
 	t.Run("thread/start", func(t *testing.T) {
 		c := dial(t, env)
 		ws := t.TempDir()

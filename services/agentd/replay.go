@@ -14,23 +14,6 @@ const (
 	replayEnvelope     = 96 // JSON overhead of one event beside its payload
 )
 
-// ReplayParams are the parameters of event/replay: after is exclusive,
-// through inclusive.
-type ReplayParams struct {
-	ThreadID string `json:"threadId"`
-	After    *int64 `json:"after"`
-	Through  *int64 `json:"through,omitempty"`
-	MaxBytes int    `json:"maxBytes,omitempty"`
-}
-
-// ReplayResult answers event/replay.
-type ReplayResult struct {
-	Events       []Event `json:"events"`
-	NextAfter    int64   `json:"nextAfter"`
-	HasMore      bool    `json:"hasMore"`
-	HeadSequence int64   `json:"headSequence"`
-}
-
 // replay returns a byte-bounded page of a thread's events. headSequence is
 // the committed head captured, in the same read transaction, before the
 // page is read; a client passes it as through on later pages, so commits
@@ -73,6 +56,14 @@ func (a *Agentd) replay(ctx context.Context, p ReplayParams) (ReplayResult, erro
 	}
 	res.HeadSequence = head
 	res.NextAfter = *p.After
+	if *p.After > head {
+		// Sequences only grow, so a cursor past the head was never given
+		// out by this thread: an empty page would let the client wait
+		// forever for events it will never be sent again.
+		return res, errs.New(errs.ReplayGap,
+			"after (%d) is beyond the head of %s (%d): this cursor is not from this database's history; replay from 0", *p.After, p.ThreadID, head).
+			With("headSequence", head)
+	}
 	if *p.After >= cutoff {
 		return res, nil
 	}

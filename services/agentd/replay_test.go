@@ -71,9 +71,17 @@ func TestEventReplay(t *testing.T) {
 		if len(r.Events) != 0 || r.HasMore || r.NextAfter != head {
 			t.Fatalf("after the head: %+v", r)
 		}
-		r = replay(th.ID, head+5, nil, 0)
-		if len(r.Events) != 0 || r.HasMore || r.HeadSequence != head {
-			t.Fatalf("after beyond the head: %+v", r)
+		// A cursor beyond the head was never given out by this thread (a
+		// cursor from another database or a restored backup): REPLAY_GAP
+		// with the head, not an empty page the client would wait on.
+		for _, through := range []*int64{nil, ptr(head + 10)} {
+			var gap agentd.ReplayResult
+			err := c.call("event/replay", map[string]any{"threadId": th.ID, "after": head + 5, "through": through}, &gap)
+			e, _ := errs.As(err)
+			if e == nil || e.Code != errs.ReplayGap || e.Retryable || fmt.Sprint(e.Data["headSequence"]) != fmt.Sprint(head) ||
+				!strings.Contains(e.Message, "replay from 0") {
+				t.Fatalf("after beyond the head (through %v): %v (data %v)", through, err, e)
+			}
 		}
 
 		// Small pages never skip an oversized event: alone it is

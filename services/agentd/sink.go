@@ -146,9 +146,13 @@ func (s *Sink) Approve(ctx context.Context, kind, summary string, details any) (
 	if err != nil {
 		return false, err
 	}
+	// The kind, not the summary: a summary may quote the command or the
+	// prompt.
 	if decided != "" {
+		s.e.log.Info("approval decided by policy", "thread", s.threadID, "turn", s.turnID, "approval", id, "kind", kind, "decision", decided, "policy", s.policy)
 		return decided == "approved", nil
 	}
+	s.e.log.Info("approval asked", "thread", s.threadID, "turn", s.turnID, "approval", id, "kind", kind)
 	select {
 	case d := <-ch:
 		return d == "approved", nil

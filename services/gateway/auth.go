@@ -66,6 +66,8 @@ func (g *Gateway) handleExchange(w http.ResponseWriter, r *http.Request) {
 		Name: SessionCookie, Value: tok, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		MaxAge: int(SessionTTL.Seconds()),
 	})
+	// Never the ticket or the cookie: how many sessions, not which.
+	g.svc.Log.Info("browser signed in", "sessions", g.sessions.Count())
 	service.WriteJSON(w, http.StatusOK, map[string]any{"instanceId": g.svc.InstanceID(), "expiresIn": int(SessionTTL.Seconds())})
 }
 
@@ -105,6 +107,7 @@ func (g *Gateway) handleLogout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	g.svc.Log.Info("browser logged out", "sessions", g.sessions.Count())
 	service.WriteJSON(w, http.StatusOK, map[string]any{"loggedOut": true})
 }
 

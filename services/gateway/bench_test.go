@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/deepcode-dev/deepcode/services/agentd"
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/buildinfo"
 	"github.com/deepcode-dev/deepcode/shared/client/clienttest"
@@ -41,7 +40,7 @@ func BenchmarkGatewayThreadRead(b *testing.B) {
 	setup := mustBiz(b, in)
 	thread := setup.thread()
 	turn := setup.startTurn(thread, "m1", "say a few words for the thread to read back")
-	setup.waitTurn(thread, turn.ID, agentd.StatusCompleted)
+	setup.waitTurn(thread, turn.ID, api.TurnCompleted)
 	var sample json.RawMessage
 	setup.must(api.MethodThreadRead, map[string]any{"threadId": thread}, &sample)
 	echoAddrs := map[string]string{"echo": testkit.StartEcho(b, "tcp"), "echoproc": testkit.StartEchoProcess(b, "tcp"),
@@ -214,7 +213,7 @@ func BenchmarkFanout(b *testing.B) {
 		thread := conns[0].thread()
 		t0 := time.Now()
 		turn := conns[0].startTurn(thread, key, "say "+words)
-		conns[0].waitTurn(thread, turn.ID, agentd.StatusCompleted)
+		conns[0].waitTurn(thread, turn.ID, api.TurnCompleted)
 		// Every connection has all of the thread's events once it has the
 		// last one (turn.completed is the turn's last event).
 		var head struct {

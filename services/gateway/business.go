@@ -26,22 +26,24 @@ const (
 	RouteBusinessRPC = "/api/rpc"
 )
 
-// route maps a method to the socket of the service that owns it. The
-// gateway holds no business logic: it authenticates, limits and forwards.
+// backendSockets are the sockets of the services the contract routes
+// business methods to (api.Route). The gateway holds no business logic: it
+// authenticates, limits and forwards.
+var backendSockets = map[string]string{
+	api.ServiceAgentd:    paths.AgentdSocket,
+	api.ServiceTermhost:  paths.TermhostSocket,
+	api.ServiceScheduler: paths.SchedulerSocket,
+}
+
+// route maps a method to the socket of the service that owns it, as the
+// contract says.
 func route(method string) (socket string, ok bool) {
-	prefix, _, found := strings.Cut(method, "/")
-	if !found {
+	service, ok := api.Route(method)
+	if !ok {
 		return "", false
 	}
-	switch prefix {
-	case "thread", "turn", "event", "approval", "agent", "workspace", "profile":
-		return paths.AgentdSocket, true
-	case "terminal":
-		return paths.TermhostSocket, true
-	case "automation":
-		return paths.SchedulerSocket, true
-	}
-	return "", false
+	socket, ok = backendSockets[service]
+	return socket, ok
 }
 
 // business is the WebSocket JSON-RPC front door for native clients and
@@ -52,7 +54,7 @@ type business struct {
 	g        *Gateway
 	executor rpc.Executor
 	conns    atomic.Int64
-	backends map[string]*backend // by socket name
+	backends map[string]*rpc.Pool // by socket name
 
 	// subs are the subscribed connections: a slice replaced (never
 	// modified) under subsMu, so that the fan-out reads it without a lock.
@@ -62,8 +64,8 @@ type business struct {
 }
 
 func newBusiness(g *Gateway) *business {
-	b := &business{g: g, executor: rpc.NewSemaphore(MaxHandlers), backends: map[string]*backend{}}
-	for _, sock := range []string{paths.AgentdSocket, paths.TermhostSocket, paths.SchedulerSocket} {
+	b := &business{g: g, executor: rpc.NewSemaphore(MaxHandlers), backends: map[string]*rpc.Pool{}}
+	for _, sock := range backendSockets {
 		b.backends[sock] = newBackend(g, sock)
 	}
 	b.events = newEventLink(b)
@@ -123,7 +125,7 @@ func (s *session) handle(ctx context.Context, req *rpc.Request) (any, error) {
 		s.b.events.useTerminals(ctx) // subscribe to terminal output first (events.go)
 	}
 	var out json.RawMessage
-	if err := s.b.backends[sock].call(ctx, req.Method, req.Params, &out); err != nil {
+	if err := s.b.backends[sock].Call(ctx, req.Method, req.Params, &out); err != nil {
 		return nil, err
 	}
 	// The service's answer passed the strict decoder: it goes on as it is.
@@ -230,106 +232,16 @@ func (b *business) closeSubscribers(code ws.StatusCode, reason string) {
 	}
 }
 
-// backend is a small pool of connections to one service socket. Each call
+// newBackend is the pool of connections to one service socket. Each call
 // borrows a connection for its duration, so a slow call never delays
 // another client's; idle connections close so the service can exit when
-// idle.
-type backend struct {
-	g    *Gateway
-	sock string
-
-	mu   sync.Mutex
-	idle []*pooled
-}
-
-type pooled struct {
-	peer  *rpc.Peer
-	done  chan struct{}
-	timer *time.Timer
-}
-
-const backendIdle = 15 * time.Second
-
-func newBackend(g *Gateway, sock string) *backend { return &backend{g: g, sock: sock} }
-
-func (be *backend) get(ctx context.Context) (*pooled, error) {
-	be.mu.Lock()
-	for len(be.idle) > 0 {
-		p := be.idle[len(be.idle)-1]
-		be.idle = be.idle[:len(be.idle)-1]
-		if p.timer != nil {
-			p.timer.Stop()
-		}
-		select {
-		case <-p.peer.Done():
-			continue
-		default:
-		}
-		be.mu.Unlock()
-		return p, nil
-	}
-	be.mu.Unlock()
-	conn, err := rpc.Dial(ctx, rpc.DialOptions{Network: "unix", Address: be.g.svc.Layout.Socket(be.sock), Path: "/rpc", Timeout: 30 * time.Second})
-	if err != nil {
-		name := strings.TrimSuffix(be.sock, ".sock")
-		return nil, errs.Wrap(err, errs.ServiceUnavailable, "the %s service is not available", name)
-	}
-	p := &pooled{peer: rpc.NewPeer(conn, rpc.PeerOptions{Logger: be.g.svc.Log}), done: make(chan struct{})}
-	go func() { defer close(p.done); _ = p.peer.Run() }()
-	return p, nil
-}
-
-func (be *backend) put(p *pooled) {
-	select {
-	case <-p.peer.Done():
-		return
-	default:
-	}
-	be.mu.Lock()
-	defer be.mu.Unlock()
-	if len(be.idle) >= MaxHandlers {
-		p.peer.Close(rpc.CloseNormal, "pool full")
-		return
-	}
-	p.timer = time.AfterFunc(backendIdle, func() { be.expire(p) })
-	be.idle = append(be.idle, p)
-}
-
-func (be *backend) expire(p *pooled) {
-	be.mu.Lock()
-	for i, q := range be.idle {
-		if q == p {
-			be.idle = append(be.idle[:i], be.idle[i+1:]...)
-			break
-		}
-	}
-	be.mu.Unlock()
-	p.peer.Close(rpc.CloseNormal, "idle")
-}
-
-// call forwards one request. A disconnect of the client does not cancel
-// it: ctx is the handler's, which outlives the client connection.
-func (be *backend) call(ctx context.Context, method string, params json.RawMessage, out *json.RawMessage) error {
-	p, err := be.get(ctx)
-	if err != nil {
-		return err
-	}
-	err = p.peer.Call(ctx, method, params, out)
-	be.put(p)
-	return err
-}
-
-// closeAll closes pooled connections (shutdown).
-func (be *backend) closeAll() {
-	be.mu.Lock()
-	idle := be.idle
-	be.idle = nil
-	be.mu.Unlock()
-	for _, p := range idle {
-		if p.timer != nil {
-			p.timer.Stop()
-		}
-		p.peer.Close(rpc.CloseGoingAway, "gateway stopping")
-		<-p.done
-	}
+// idle. A disconnect of the client does not cancel a call: its ctx is the
+// handler's, which outlives the client connection.
+func newBackend(g *Gateway, sock string) *rpc.Pool {
+	return rpc.NewPool(rpc.PoolOptions{
+		Service: strings.TrimSuffix(sock, ".sock"),
+		Dial:    rpc.DialOptions{Network: "unix", Address: g.svc.Layout.Socket(sock), Path: "/rpc", Timeout: 30 * time.Second},
+		MaxIdle: MaxHandlers,
+		Logger:  g.svc.Log,
+	})
 }

@@ -20,9 +20,9 @@ import (
 	"github.com/gobwas/ws"
 	"github.com/gobwas/ws/wsutil"
 
-	"github.com/deepcode-dev/deepcode/services/agentd"
 	"github.com/deepcode-dev/deepcode/services/gateway"
 	"github.com/deepcode-dev/deepcode/shared/api"
+	"github.com/deepcode-dev/deepcode/shared/api/apitest"
 	"github.com/deepcode-dev/deepcode/shared/buildinfo"
 	"github.com/deepcode-dev/deepcode/shared/client"
 	"github.com/deepcode-dev/deepcode/shared/client/clienttest"
@@ -40,6 +40,10 @@ type biz struct {
 	events atomic.Int64
 	// countOnly: count events without decoding them (benchmarks).
 	countOnly atomic.Bool
+	// conformed counts the thread events checked against the contract: the
+	// first conformEvents of each connection are (a burst of 10,000 deltas
+	// on 32 connections validated under -race starves the readers).
+	conformed atomic.Int64
 	mu        sync.Mutex
 	seen      map[string]int // "thread/seq" → deliveries
 	seqs      []int64        // the events' sequences, in arrival order
@@ -62,10 +66,21 @@ func dialRPC(t testing.TB, opts rpc.DialOptions) (*biz, error) {
 	}
 	c := &biz{t: t, seen: map[string]int{}}
 	mux := rpc.NewMux()
+	// Terminal notifications are checked against the contract like
+	// every answer (see call).
+	for _, n := range []string{api.NotifyTerminalOutput, api.NotifyTerminalExit, api.NotifyServicePhase} {
+		mux.HandleFunc(n, func(_ context.Context, req *rpc.Request) (any, error) {
+			c.conform(req.Method, req.Params)
+			return nil, nil
+		})
+	}
 	mux.HandleFunc(api.NotifyThreadEvent, func(_ context.Context, req *rpc.Request) (any, error) {
 		if c.countOnly.Load() {
 			c.events.Add(1)
 			return nil, nil
+		}
+		if c.conformed.Add(1) <= conformEvents {
+			c.conform(req.Method, req.Params)
 		}
 		var ev struct {
 			ThreadID string `json:"threadId"`
@@ -85,6 +100,9 @@ func dialRPC(t testing.TB, opts rpc.DialOptions) (*biz, error) {
 	t.Cleanup(c.close)
 	return c, nil
 }
+
+// conformEvents is how many thread events per connection are validated.
+const conformEvents = 500
 
 func (c *biz) close() {
 	c.peer.Close(rpc.CloseNormal, "done")
@@ -109,10 +127,46 @@ func initParams(version string) map[string]any {
 	return map[string]any{"protocolVersion": version, "clientInfo": map[string]any{"name": "gateway-test", "version": "1", "surface": "test"}}
 }
 
+// call calls method and checks what it answers against the contract (the
+// committed JSON Schema, the method's error codes) before decoding it into
+// out.
 func (c *biz) call(method string, params, out any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return c.peer.Call(ctx, method, params, out)
+	var raw json.RawMessage
+	if err := c.peer.Call(ctx, method, params, &raw); err != nil {
+		if code := errs.CodeOf(err); code != "" && !c.countOnly.Load() {
+			if cerr := c.conformance().Error(method, code); cerr != nil {
+				c.t.Errorf("contract: %v (%v)", cerr, err)
+			}
+		}
+		return err
+	}
+	if !c.countOnly.Load() {
+		if err := c.conformance().Result(method, raw); err != nil {
+			c.t.Errorf("contract: %v", err)
+		}
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(raw, out)
+}
+
+func (c *biz) conformance() *apitest.Conformance {
+	v, err := apitest.Conform()
+	if err != nil {
+		c.t.Fatalf("contract: %v", err)
+	}
+	return v
+}
+
+// conform checks a notification's params against the contract. It runs on
+// the peer's goroutine: a mismatch is reported with Errorf.
+func (c *biz) conform(method string, params json.RawMessage) {
+	if err := c.conformance().Notification(method, params); err != nil {
+		c.t.Errorf("contract: %v", err)
+	}
 }
 
 func (c *biz) must(method string, params, out any) {
@@ -134,25 +188,25 @@ func (c *biz) mustFail(code errs.Code, method string, params any) {
 func (c *biz) thread() string {
 	c.t.Helper()
 	var res struct {
-		Thread agentd.Thread `json:"thread"`
+		Thread api.Thread `json:"thread"`
 	}
 	c.must(api.MethodThreadStart, map[string]any{"workspace": c.t.TempDir(), "trust": true, "profile": "script"}, &res)
 	return res.Thread.ID
 }
 
-func (c *biz) startTurn(thread, messageID, script string) agentd.Turn {
+func (c *biz) startTurn(thread, messageID, script string) api.Turn {
 	c.t.Helper()
-	var res agentd.TurnSubmitResult
+	var res api.TurnSubmitResult
 	c.must(api.MethodTurnStart, map[string]any{"threadId": thread, "messageId": messageID, "input": map[string]any{"text": script}}, &res)
 	return res.Turn
 }
 
-func (c *biz) waitTurn(thread, turn string, want ...string) agentd.Turn {
+func (c *biz) waitTurn(thread, turn string, want ...string) api.Turn {
 	c.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var res struct {
-			Turn agentd.Turn `json:"turn"`
+			Turn api.Turn `json:"turn"`
 		}
 		c.must(api.MethodTurnRead, map[string]any{"threadId": thread, "turnId": turn}, &res)
 		for _, w := range want {
@@ -317,17 +371,17 @@ func TestBusinessDisconnectKeepsWork(t *testing.T) {
 	// same message id). The socket is dropped once the enqueue is admitted:
 	// agentd shows its turn, and its answer is never read.
 	d := mustBiz(t, in)
-	d.waitMessageTurn(thread, "msg-2", "the enqueue was not admitted", func(*agentd.Turn) bool { return true })
+	d.waitMessageTurn(thread, "msg-2", "the enqueue was not admitted", func(*api.Turn) bool { return true })
 	_ = conn.NetConn().Close()
 
-	done := d.waitTurn(thread, turn.ID, agentd.StatusCompleted)
+	done := d.waitTurn(thread, turn.ID, api.TurnCompleted)
 	if !strings.Contains(done.Response, "outlived the client") {
 		t.Fatalf("response %q", done.Response)
 	}
 	d.waitMessageTurn(thread, "msg-2", "the enqueue sent on the lost socket did not run",
-		func(t *agentd.Turn) bool { return t.Status == agentd.StatusCompleted })
+		func(t *api.Turn) bool { return t.Status == api.TurnCompleted })
 	// Sending it again is recognised as the same message, not run twice.
-	var again agentd.TurnSubmitResult
+	var again api.TurnSubmitResult
 	d.must(api.MethodTurnEnqueue, map[string]any{"threadId": thread, "messageId": "msg-2", "input": map[string]any{"text": "say queued by a lost socket"}}, &again)
 	if !again.Duplicate {
 		t.Fatalf("resending msg-2: %+v, want duplicate", again)
@@ -336,14 +390,14 @@ func TestBusinessDisconnectKeepsWork(t *testing.T) {
 
 // waitMessageTurn polls thread/read until the thread's turn for messageID
 // exists and satisfies ok; it fails the test with what after 30 s.
-func (c *biz) waitMessageTurn(thread, messageID, what string, ok func(*agentd.Turn) bool) {
+func (c *biz) waitMessageTurn(thread, messageID, what string, ok func(*api.Turn) bool) {
 	c.t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		var res struct {
-			Turns []agentd.Turn `json:"turns"`
+			Turns []api.Turn `json:"turns"`
 		}
 		c.must(api.MethodThreadRead, map[string]any{"threadId": thread}, &res)
-		if i := slices.IndexFunc(res.Turns, func(t agentd.Turn) bool { return t.MessageID == messageID }); i >= 0 && ok(&res.Turns[i]) {
+		if i := slices.IndexFunc(res.Turns, func(t api.Turn) bool { return t.MessageID == messageID }); i >= 0 && ok(&res.Turns[i]) {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -427,7 +481,7 @@ func TestBusinessDrain(t *testing.T) {
 	c.must(api.MethodThreadRead, map[string]any{"threadId": thread}, nil)
 	c.must(api.MethodEventReplay, map[string]any{"threadId": thread, "after": 0}, nil)
 	c.must(api.MethodApprovalReply, map[string]any{"approvalId": approval, "decision": "approve", "revision": revision}, nil)
-	c.waitTurn(thread, running.ID, agentd.StatusCompleted)
+	c.waitTurn(thread, running.ID, api.TurnCompleted)
 	if err := <-drained; err != nil {
 		t.Fatalf("drain: %v", err)
 	}
@@ -439,7 +493,7 @@ func TestBusinessDrain(t *testing.T) {
 		t.Fatalf("initialize after resume reports phase %q", p)
 	}
 	after := c.startTurn(thread, "after", "say resumed")
-	c.waitTurn(thread, after.ID, agentd.StatusCompleted)
+	c.waitTurn(thread, after.ID, api.TurnCompleted)
 }
 
 // TestBusinessSlowClient: a client that reads far slower than its events
@@ -517,13 +571,13 @@ func TestBusinessSlowClient(t *testing.T) {
 	// 32 MB of output streamed as events: far more than the 8 MiB and 1024
 	// frames the slow client's queue holds.
 	var sh struct {
-		Thread agentd.Thread `json:"thread"`
+		Thread api.Thread `json:"thread"`
 	}
 	c.must(api.MethodThreadStart, map[string]any{"workspace": t.TempDir(), "trust": true, "profile": "shell"}, &sh)
 	thread := sh.Thread.ID
-	var res agentd.TurnSubmitResult
+	var res api.TurnSubmitResult
 	c.must(api.MethodTurnStart, map[string]any{"threadId": thread, "messageId": "flood", "input": map[string]any{"text": "yes 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef | head -c 32000000"}}, &res)
-	c.waitTurn(thread, res.Turn.ID, agentd.StatusCompleted)
+	c.waitTurn(thread, res.Turn.ID, api.TurnCompleted)
 
 	// It sees the 1013 close frame if it reads it before the gateway's
 	// close timeout; otherwise (its socket buffers were still full, or a
@@ -586,7 +640,7 @@ func TestBusinessFanoutBurst(t *testing.T) {
 	// turn's and the item's own.
 	words := strings.TrimSpace(strings.Repeat("w ", 80000))
 	turn := conns[0].startTurn(thread, "burst", "say "+words)
-	conns[0].waitTurn(thread, turn.ID, agentd.StatusCompleted)
+	conns[0].waitTurn(thread, turn.ID, api.TurnCompleted)
 	var replay struct {
 		Head int64 `json:"headSequence"`
 	}

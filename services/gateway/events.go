@@ -11,12 +11,6 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/rpc"
 )
 
-// Notifications the gateway forwards from the services to its clients.
-const (
-	notifyTerminalOutput = "terminal.output"
-	notifyTerminalExit   = "terminal.exit"
-)
-
 // eventLink is the gateway's subscriptions to the services' notifications,
 // fanned out to every subscribed client. It holds at most one connection
 // per service, and only while some client is subscribed, so the on-demand
@@ -44,7 +38,7 @@ func newEventLink(b *business) *eventLink {
 	return &eventLink{
 		b:        b,
 		agentd:   newServiceLink(b, paths.AgentdSocket, api.NotifyThreadEvent),
-		termhost: newServiceLink(b, paths.TermhostSocket, notifyTerminalOutput, notifyTerminalExit),
+		termhost: newServiceLink(b, paths.TermhostSocket, api.NotifyTerminalOutput, api.NotifyTerminalExit),
 	}
 }
 

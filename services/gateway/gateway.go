@@ -121,7 +121,7 @@ func setup(_ context.Context, svc *service.Service) error {
 	svc.Stop = func(context.Context) error {
 		g.bg.Wait() // the service's context is cancelled: the link ends
 		for _, be := range g.business.backends {
-			be.closeAll()
+			be.Close("gateway stopping")
 		}
 		return nil
 	}

@@ -164,7 +164,11 @@ func (m *Manager) status() mgmt.Status {
 		if reg.Draining {
 			state = "draining"
 		}
-		st.Services[name] = mgmt.ServiceState{State: state, PID: reg.PID, Started: reg.since.UTC().Format(time.RFC3339), Activity: reg.Activity}
+		if reg.NotReady.State != "" {
+			state = reg.NotReady.State
+		}
+		st.Services[name] = mgmt.ServiceState{State: state, PID: reg.PID, Started: reg.since.UTC().Format(time.RFC3339), Activity: reg.Activity,
+			Code: reg.NotReady.Code, Reason: reg.NotReady.Reason}
 		st.Activity = st.Activity.Add(reg.Activity)
 	}
 	return st

@@ -268,20 +268,27 @@ func (m *Manager) updateActivity(peer *rpc.Peer, a service.ActivityParams) {
 			if a.Seq <= reg.seq {
 				return // an older report overtaken by a newer one
 			}
-			reg.Activity, reg.Draining, reg.seq = a.Activity, a.Draining, a.Seq
+			reg.Activity, reg.Draining, reg.NotReady, reg.seq = a.Activity, a.Draining, a.NotReady, a.Seq
 			m.notifyChangedLocked()
 			return
 		}
 	}
 }
 
-// readyLocked: every always-on service is registered and we are not stopping.
+// readyLocked: every always-on service is registered, no registered
+// service says it refuses writes (standby, degraded), and we are not
+// stopping.
 func (m *Manager) readyLocked() bool {
 	if m.phase == PhaseStopping || m.svc.Context().Err() != nil {
 		return false // a manager on its way out is never adopted as ready
 	}
 	for name, how := range m.expected {
 		if how == "always" && m.services[name] == nil {
+			return false
+		}
+	}
+	for _, reg := range m.services {
+		if reg.NotReady.State != "" {
 			return false
 		}
 	}

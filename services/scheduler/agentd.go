@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/deepcode-dev/deepcode/shared/api"
@@ -11,137 +10,32 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/rpc"
 )
 
-// agentdClient is a small pool of connections to agentd.sock. A call
-// borrows a connection for its duration; idle connections close after a
-// while, so that the on-demand agentd can exit when it has nothing to do.
+// agentdClient calls agentd over a pool of connections to agentd.sock. A
+// call borrows a connection for its duration; idle connections close after
+// a while, so that the on-demand agentd can exit when it has nothing to do.
 type agentdClient struct {
-	sock string
-	log  *slog.Logger
-
-	mu     sync.Mutex
-	idle   []*pooled
-	closed bool
+	pool *rpc.Pool
 }
-
-type pooled struct {
-	peer  *rpc.Peer
-	done  chan struct{}
-	timer *time.Timer
-}
-
-const (
-	agentdIdle    = 15 * time.Second
-	agentdMaxIdle = 32
-)
 
 func newAgentdClient(sock string, log *slog.Logger) *agentdClient {
-	return &agentdClient{sock: sock, log: log}
-}
-
-func (c *agentdClient) get(ctx context.Context) (*pooled, error) {
-	c.mu.Lock()
-	for len(c.idle) > 0 {
-		p := c.idle[len(c.idle)-1]
-		c.idle = c.idle[:len(c.idle)-1]
-		p.timer.Stop()
-		select {
-		case <-p.peer.Done():
-			continue
-		default:
-		}
-		c.mu.Unlock()
-		return p, nil
-	}
-	c.mu.Unlock()
-	return c.dial(ctx)
-}
-
-func (c *agentdClient) dial(ctx context.Context) (*pooled, error) {
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
-		return nil, errs.New(errs.ServiceUnavailable, "the scheduler is stopping")
-	}
-	conn, err := rpc.Dial(ctx, rpc.DialOptions{Network: "unix", Address: c.sock, Path: "/rpc", Timeout: 30 * time.Second})
-	if err != nil {
-		return nil, errs.Wrap(err, errs.ServiceUnavailable, "the agentd service is not available")
-	}
-	p := &pooled{peer: rpc.NewPeer(conn, rpc.PeerOptions{Logger: c.log}), done: make(chan struct{})}
-	go func() { defer close(p.done); _ = p.peer.Run() }()
-	return p, nil
-}
-
-func (c *agentdClient) put(p *pooled) {
-	select {
-	case <-p.peer.Done():
-		return
-	default:
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || len(c.idle) >= agentdMaxIdle {
-		p.peer.Close(rpc.CloseNormal, "pool full")
-		return
-	}
-	p.timer = time.AfterFunc(agentdIdle, func() { c.expire(p) })
-	c.idle = append(c.idle, p)
-}
-
-func (c *agentdClient) expire(p *pooled) {
-	c.mu.Lock()
-	for i, q := range c.idle {
-		if q == p {
-			c.idle = append(c.idle[:i], c.idle[i+1:]...)
-			break
-		}
-	}
-	c.mu.Unlock()
-	p.peer.Close(rpc.CloseNormal, "idle")
+	return &agentdClient{pool: rpc.NewPool(rpc.PoolOptions{
+		Service: "agentd",
+		Dial:    rpc.DialOptions{Network: "unix", Address: sock, Path: "/rpc", Timeout: 30 * time.Second},
+		Logger:  log,
+	})}
 }
 
 // warm opens connections until n are idle, so that a burst of submissions
 // that is about to fall due does not wait for connection set-up (nor, when
 // agentd exited while idle, for its start on demand).
-func (c *agentdClient) warm(ctx context.Context, n int) {
-	c.mu.Lock()
-	need := min(n, agentdMaxIdle) - len(c.idle)
-	c.mu.Unlock()
-	var wg sync.WaitGroup
-	for range max(need, 0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if p, err := c.dial(ctx); err == nil {
-				c.put(p)
-			}
-		}()
-	}
-	wg.Wait()
-}
+func (c *agentdClient) warm(ctx context.Context, n int) { c.pool.Warm(ctx, n) }
 
 // call makes one request to agentd.
 func (c *agentdClient) call(ctx context.Context, method string, params, out any) error {
-	p, err := c.get(ctx)
-	if err != nil {
-		return err
-	}
-	err = p.peer.Call(ctx, method, params, out)
-	c.put(p)
-	return err
+	return c.pool.Call(ctx, method, params, out)
 }
 
-func (c *agentdClient) close() {
-	c.mu.Lock()
-	idle := c.idle
-	c.idle, c.closed = nil, true
-	c.mu.Unlock()
-	for _, p := range idle {
-		p.timer.Stop()
-		p.peer.Close(rpc.CloseGoingAway, "scheduler stopping")
-		<-p.done
-	}
-}
+func (c *agentdClient) close() { c.pool.Close("scheduler stopping") }
 
 // agentd's answers, as far as the scheduler reads them.
 type threadInfo struct {

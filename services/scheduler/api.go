@@ -17,19 +17,6 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/rpc"
 )
 
-// Methods.
-const (
-	MethodCreate = "automation/create"
-	MethodList   = "automation/list"
-	MethodRead   = "automation/read"
-	MethodUpdate = "automation/update"
-	MethodDelete = "automation/delete"
-	MethodPause  = "automation/pause"
-	MethodResume = "automation/resume"
-	MethodRun    = api.MethodAutomationRun
-	MethodRuns   = "automation/runs"
-)
-
 // Limits.
 const (
 	maxName      = 200
@@ -39,92 +26,26 @@ const (
 	maxPage      = 200
 )
 
-// drainAllowed: while draining, reads and the changes that start no work
-// are served; automation/create (it opens an agentd thread) and
-// automation/run (new work) are refused.
-func drainAllowed(method string) bool {
-	switch method {
-	case MethodList, MethodRead, MethodRuns, MethodUpdate, MethodDelete, MethodPause, MethodResume:
-		return true
-	}
-	return api.DrainAllowed(method)
-}
-
-// CreateParams are automation/create's.
-type CreateParams struct {
-	Name            string `json:"name"`
-	Cron            string `json:"cron"`
-	TimeZone        string `json:"timeZone,omitempty"`
-	Workspace       string `json:"workspace"`
-	Profile         string `json:"profile,omitempty"`
-	Prompt          string `json:"prompt"`
-	MissedRunPolicy string `json:"missedRunPolicy,omitempty"`
-	// Trust is the explicit, recorded grant for the workspace (--trust).
-	Trust bool `json:"trust,omitempty"`
-}
-
-// UpdateParams are automation/update's: revision is the one read; omitted
-// members keep their value.
-type UpdateParams struct {
-	AutomationID    string  `json:"automationId"`
-	Revision        int64   `json:"revision"`
-	Name            *string `json:"name,omitempty"`
-	Cron            *string `json:"cron,omitempty"`
-	TimeZone        *string `json:"timeZone,omitempty"`
-	Workspace       *string `json:"workspace,omitempty"`
-	Profile         *string `json:"profile,omitempty"`
-	Prompt          *string `json:"prompt,omitempty"`
-	MissedRunPolicy *string `json:"missedRunPolicy,omitempty"`
-	Trust           bool    `json:"trust,omitempty"`
-}
-
-// RunParams are automation/run's.
-type RunParams struct {
-	AutomationID string `json:"automationId"`
-	RequestID    string `json:"requestId"`
-}
-
-// RunResult answers automation/run.
-type RunResult struct {
-	Run       *Run `json:"run"`
-	Duplicate bool `json:"duplicate,omitempty"`
-}
-
-type automationRef struct {
-	AutomationID string `json:"automationId"`
-}
-
-type pageParams struct {
-	Cursor string `json:"cursor,omitempty"`
-	Limit  int    `json:"limit,omitempty"`
-}
-
-type runsParams struct {
-	AutomationID string `json:"automationId"`
-	Cursor       string `json:"cursor,omitempty"`
-	Limit        int    `json:"limit,omitempty"`
-}
-
 func (s *Scheduler) methods(mux *rpc.Mux) {
-	mux.Handle(MethodCreate, rpc.Method(s.create))
-	mux.Handle(MethodList, rpc.Method(s.list))
-	mux.Handle(MethodRead, rpc.Method(func(ctx context.Context, p automationRef) (map[string]any, error) {
+	mux.Handle(api.MethodAutomationCreate, rpc.Method(s.create))
+	mux.Handle(api.MethodAutomationList, rpc.Method(s.list))
+	mux.Handle(api.MethodAutomationRead, rpc.Method(func(ctx context.Context, p automationRef) (api.AutomationResult, error) {
 		a, err := getAutomation(ctx, s.db.SQL(), p.AutomationID)
 		if err != nil {
-			return nil, err
+			return api.AutomationResult{}, err
 		}
-		return map[string]any{"automation": a}, nil
+		return api.AutomationResult{Automation: a}, nil
 	}))
-	mux.Handle(MethodUpdate, rpc.Method(s.update))
-	mux.Handle(MethodDelete, rpc.Method(s.delete))
-	mux.Handle(MethodPause, rpc.Method(func(ctx context.Context, p automationRef) (map[string]any, error) {
+	mux.Handle(api.MethodAutomationUpdate, rpc.Method(s.update))
+	mux.Handle(api.MethodAutomationDelete, rpc.Method(s.delete))
+	mux.Handle(api.MethodAutomationPause, rpc.Method(func(ctx context.Context, p automationRef) (api.AutomationResult, error) {
 		return s.setEnabled(ctx, p.AutomationID, false)
 	}))
-	mux.Handle(MethodResume, rpc.Method(func(ctx context.Context, p automationRef) (map[string]any, error) {
+	mux.Handle(api.MethodAutomationResume, rpc.Method(func(ctx context.Context, p automationRef) (api.AutomationResult, error) {
 		return s.setEnabled(ctx, p.AutomationID, true)
 	}))
-	mux.Handle(MethodRun, rpc.Method(s.runNow))
-	mux.Handle(MethodRuns, rpc.Method(s.runs))
+	mux.Handle(api.MethodAutomationRun, rpc.Method(s.runNow))
+	mux.Handle(api.MethodAutomationRuns, rpc.Method(s.runs))
 }
 
 func checkName(name string) error {
@@ -187,9 +108,9 @@ func threadTitle(name string) string {
 	return t
 }
 
-func (s *Scheduler) create(ctx context.Context, p CreateParams) (map[string]any, error) {
+func (s *Scheduler) create(ctx context.Context, p CreateParams) (api.AutomationResult, error) {
 	if err := checkName(p.Name); err != nil {
-		return nil, err
+		return api.AutomationResult{}, err
 	}
 	zone := p.TimeZone
 	if zone == "" {
@@ -197,29 +118,29 @@ func (s *Scheduler) create(ctx context.Context, p CreateParams) (map[string]any,
 	}
 	sched, err := ParseSchedule(p.Cron, zone)
 	if err != nil {
-		return nil, err
+		return api.AutomationResult{}, err
 	}
 	if err := checkWorkspace(p.Workspace); err != nil {
-		return nil, err
+		return api.AutomationResult{}, err
 	}
 	if p.Profile == "" {
 		p.Profile = s.svc.Config.DefaultProfile()
 	}
 	if err := s.checkProfile(p.Profile); err != nil {
-		return nil, err
+		return api.AutomationResult{}, err
 	}
 	if err := checkPrompt(p.Prompt); err != nil {
-		return nil, err
+		return api.AutomationResult{}, err
 	}
 	policy, err := checkPolicy(p.MissedRunPolicy)
 	if err != nil {
-		return nil, err
+		return api.AutomationResult{}, err
 	}
 	// One agentd thread per automation; agentd checks (and with trust,
 	// records) the workspace's trust.
 	th, err := s.agentd.startThread(ctx, p.Workspace, p.Profile, threadTitle(p.Name), p.Trust)
 	if err != nil {
-		return nil, err
+		return api.AutomationResult{}, err
 	}
 	now := s.now()
 	id := newID("auto_")
@@ -243,25 +164,25 @@ func (s *Scheduler) create(ctx context.Context, p CreateParams) (map[string]any,
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return api.AutomationResult{}, err
 	}
 	s.eng.ownChange(gen)
 	s.eng.apply(a, sched)
 	s.log.Info("automation created", "automation", a.ID, "cron", a.Cron, "timeZone", a.TimeZone, "thread", a.ThreadID)
-	return map[string]any{"automation": a}, nil
+	return api.AutomationResult{Automation: a}, nil
 }
 
-func (s *Scheduler) list(ctx context.Context, p pageParams) (map[string]any, error) {
+func (s *Scheduler) list(ctx context.Context, p pageParams) (api.AutomationListResult, error) {
 	limit, err := pageLimit(p.Limit)
 	if err != nil {
-		return nil, err
+		return api.AutomationListResult{}, err
 	}
 	q := `SELECT ` + automationColumns + ` FROM automations`
 	var args []any
 	if p.Cursor != "" {
 		at, id, err := decodeCursor(p.Cursor)
 		if err != nil {
-			return nil, err
+			return api.AutomationListResult{}, err
 		}
 		q += ` WHERE (created_at, id) > (?, ?)`
 		args = append(args, at, id)
@@ -270,15 +191,15 @@ func (s *Scheduler) list(ctx context.Context, p pageParams) (map[string]any, err
 	args = append(args, limit+1)
 	out, err := queryAll(ctx, s.db.SQL(), scanAutomation, q, args...)
 	if err != nil {
-		return nil, err
+		return api.AutomationListResult{}, err
 	}
-	res := map[string]any{}
+	res := api.AutomationListResult{}
 	if len(out) > limit {
 		out = out[:limit]
 		last := out[len(out)-1]
-		res["nextCursor"] = encodeCursor(ms(last.CreatedAt), last.ID)
+		res.NextCursor = encodeCursor(ms(last.CreatedAt), last.ID)
 	}
-	res["automations"] = out
+	res.Automations = out
 	return res, nil
 }
 
@@ -297,21 +218,21 @@ func conflict(a *Automation, want int64) error {
 		With("revision", a.Revision)
 }
 
-func (s *Scheduler) update(ctx context.Context, p UpdateParams) (map[string]any, error) {
+func (s *Scheduler) update(ctx context.Context, p UpdateParams) (api.AutomationResult, error) {
 	cur, err := getAutomation(ctx, s.db.SQL(), p.AutomationID)
 	if err != nil {
-		return nil, err
+		return api.AutomationResult{}, err
 	}
 	if p.Revision < 1 {
-		return nil, errs.New(errs.InvalidParams, "revision must be the automation's current revision (1 or more), as read")
+		return api.AutomationResult{}, errs.New(errs.InvalidParams, "revision must be the automation's current revision (1 or more), as read")
 	}
 	if cur.Revision != p.Revision {
-		return nil, conflict(cur, p.Revision)
+		return api.AutomationResult{}, conflict(cur, p.Revision)
 	}
 	next := *cur
 	if p.Name != nil {
 		if err := checkName(*p.Name); err != nil {
-			return nil, err
+			return api.AutomationResult{}, err
 		}
 		next.Name = *p.Name
 	}
@@ -326,33 +247,33 @@ func (s *Scheduler) update(ctx context.Context, p UpdateParams) (map[string]any,
 	}
 	sched, err := ParseSchedule(next.Cron, next.TimeZone)
 	if err != nil {
-		return nil, err
+		return api.AutomationResult{}, err
 	}
 	if p.Profile != nil {
 		if err := s.checkProfile(*p.Profile); err != nil {
-			return nil, err
+			return api.AutomationResult{}, err
 		}
 		next.Profile = *p.Profile
 	}
 	if p.Prompt != nil {
 		if err := checkPrompt(*p.Prompt); err != nil {
-			return nil, err
+			return api.AutomationResult{}, err
 		}
 		next.Prompt = *p.Prompt
 	}
 	if p.MissedRunPolicy != nil {
 		if next.MissedRunPolicy, err = checkPolicy(*p.MissedRunPolicy); err != nil {
-			return nil, err
+			return api.AutomationResult{}, err
 		}
 	}
 	if p.Workspace != nil && *p.Workspace != cur.Workspace {
 		if err := checkWorkspace(*p.Workspace); err != nil {
-			return nil, err
+			return api.AutomationResult{}, err
 		}
 		// A thread belongs to one workspace: the automation moves to a new one.
 		th, err := s.agentd.startThread(ctx, *p.Workspace, next.Profile, threadTitle(next.Name), p.Trust)
 		if err != nil {
-			return nil, err
+			return api.AutomationResult{}, err
 		}
 		next.Workspace, next.ThreadID = th.Workspace, th.ID
 	}
@@ -391,16 +312,16 @@ func (s *Scheduler) update(ctx context.Context, p UpdateParams) (map[string]any,
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return api.AutomationResult{}, err
 	}
 	s.eng.ownChange(gen)
 	s.eng.apply(a, sched)
-	return map[string]any{"automation": a}, nil
+	return api.AutomationResult{Automation: a}, nil
 }
 
-func (s *Scheduler) delete(ctx context.Context, p automationRef) (map[string]any, error) {
+func (s *Scheduler) delete(ctx context.Context, p automationRef) (api.AutomationDeleteResult, error) {
 	if !validID("auto_", p.AutomationID) {
-		return nil, notFound(p.AutomationID)
+		return api.AutomationDeleteResult{}, notFound(p.AutomationID)
 	}
 	var gen int64
 	err := s.db.Tx(ctx, func(tx *sql.Tx) error {
@@ -415,23 +336,23 @@ func (s *Scheduler) delete(ctx context.Context, p automationRef) (map[string]any
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return api.AutomationDeleteResult{}, err
 	}
 	s.eng.ownChange(gen)
 	s.eng.apply(&Automation{ID: p.AutomationID}, nil)
-	return map[string]any{"automationId": p.AutomationID, "deleted": true}, nil
+	return api.AutomationDeleteResult{AutomationID: p.AutomationID, Deleted: true}, nil
 }
 
 // setEnabled pauses or resumes; a resumed automation's schedule starts
 // from now (nothing "missed" while it was paused runs).
-func (s *Scheduler) setEnabled(ctx context.Context, id string, enabled bool) (map[string]any, error) {
+func (s *Scheduler) setEnabled(ctx context.Context, id string, enabled bool) (api.AutomationResult, error) {
 	cur, err := getAutomation(ctx, s.db.SQL(), id)
 	if err != nil {
-		return nil, err
+		return api.AutomationResult{}, err
 	}
 	sched, err := ParseSchedule(cur.Cron, cur.TimeZone)
 	if err != nil {
-		return nil, err
+		return api.AutomationResult{}, err
 	}
 	now := s.now()
 	var a *Automation
@@ -466,13 +387,13 @@ func (s *Scheduler) setEnabled(ctx context.Context, id string, enabled bool) (ma
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return api.AutomationResult{}, err
 	}
 	if changed {
 		s.eng.ownChange(gen)
 		s.eng.apply(a, sched)
 	}
-	return map[string]any{"automation": a}, nil
+	return api.AutomationResult{Automation: a}, nil
 }
 
 func checkRequestID(id string) error {
@@ -497,12 +418,12 @@ func runFingerprint(p RunParams) string {
 // transaction; an identical retry answers the same run (duplicate: true),
 // submitting it first if it is still only claimed; the same requestId for
 // another automation is DUPLICATE_MESSAGE_CONFLICT.
-func (s *Scheduler) runNow(ctx context.Context, p RunParams) (RunResult, error) {
+func (s *Scheduler) runNow(ctx context.Context, p RunParams) (api.AutomationRunResult, error) {
 	if err := checkRequestID(p.RequestID); err != nil {
-		return RunResult{}, err
+		return api.AutomationRunResult{}, err
 	}
 	if !validID("auto_", p.AutomationID) {
-		return RunResult{}, notFound(p.AutomationID)
+		return api.AutomationRunResult{}, notFound(p.AutomationID)
 	}
 	fp := runFingerprint(p)
 	now := s.now()
@@ -527,8 +448,8 @@ func (s *Scheduler) runNow(ctx context.Context, p RunParams) (RunResult, error) 
 			return err
 		}
 		id := newID("run_")
-		r = &Run{ID: id, AutomationID: a.ID, ScheduledAt: now.UTC(), Trigger: TriggerManual, RequestID: p.RequestID, Status: StatusClaimed,
-			ThreadID: a.ThreadID, MessageID: "auto:" + a.ID + ":" + id, CreatedAt: now.UTC(), UpdatedAt: now.UTC(),
+		r = &Run{AutomationRun: api.AutomationRun{ID: id, AutomationID: a.ID, ScheduledAt: now.UTC(), Trigger: TriggerManual, RequestID: p.RequestID, Status: StatusClaimed,
+			ThreadID: a.ThreadID, MessageID: "auto:" + a.ID + ":" + id, CreatedAt: now.UTC(), UpdatedAt: now.UTC()},
 			profile: a.Profile, prompt: a.Prompt, fingerprint: fp}
 		if _, err := insertRun(ctx, tx, r, 0, now); err != nil {
 			return err
@@ -538,7 +459,7 @@ func (s *Scheduler) runNow(ctx context.Context, p RunParams) (RunResult, error) 
 		return err
 	})
 	if err != nil {
-		return RunResult{}, err
+		return api.AutomationRunResult{}, err
 	}
 	if r.Status == StatusClaimed && s.sub.claim(r) {
 		s.sub.busy(1)
@@ -556,23 +477,23 @@ func (s *Scheduler) runNow(ctx context.Context, p RunParams) (RunResult, error) 
 			r = cur
 		}
 	}
-	return RunResult{Run: r, Duplicate: dup}, nil
+	return api.AutomationRunResult{Run: &r.AutomationRun, Duplicate: dup}, nil
 }
 
-func (s *Scheduler) runs(ctx context.Context, p runsParams) (map[string]any, error) {
+func (s *Scheduler) runs(ctx context.Context, p runsParams) (api.AutomationRunsResult, error) {
 	if _, err := getAutomation(ctx, s.db.SQL(), p.AutomationID); err != nil {
-		return nil, err
+		return api.AutomationRunsResult{}, err
 	}
 	limit, err := pageLimit(p.Limit)
 	if err != nil {
-		return nil, err
+		return api.AutomationRunsResult{}, err
 	}
 	q := `SELECT ` + runColumns + ` FROM automation_runs WHERE automation_id = ?`
 	args := []any{p.AutomationID}
 	if p.Cursor != "" {
 		at, id, err := decodeCursor(p.Cursor)
 		if err != nil {
-			return nil, err
+			return api.AutomationRunsResult{}, err
 		}
 		q += ` AND (scheduled_at, id) < (?, ?)`
 		args = append(args, at, id)
@@ -581,14 +502,26 @@ func (s *Scheduler) runs(ctx context.Context, p runsParams) (map[string]any, err
 	args = append(args, limit+1)
 	out, err := queryAll(ctx, s.db.SQL(), scanRun, q, args...)
 	if err != nil {
-		return nil, err
+		return api.AutomationRunsResult{}, err
 	}
-	res := map[string]any{}
+	res := api.AutomationRunsResult{}
 	if len(out) > limit {
 		out = out[:limit]
 		last := out[len(out)-1]
-		res["nextCursor"] = encodeCursor(ms(last.ScheduledAt), last.ID)
+		res.NextCursor = encodeCursor(ms(last.ScheduledAt), last.ID)
 	}
-	res["runs"] = out
+	res.Runs = wireRuns(out)
 	return res, nil
+}
+
+// wireRuns are the runs' wire forms (nil stays nil, as before: null).
+func wireRuns(runs []*Run) []*api.AutomationRun {
+	if runs == nil {
+		return nil
+	}
+	out := make([]*api.AutomationRun, len(runs))
+	for i, r := range runs {
+		out[i] = &r.AutomationRun
+	}
+	return out
 }

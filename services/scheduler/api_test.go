@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"strings"
 	"testing"
 	"time"
@@ -41,13 +42,13 @@ func TestCreateRefusesWhatIsWrong(t *testing.T) {
 		{"bad policy", base("missedRunPolicy", "always"), errs.InvalidParams, "missedRunPolicy"},
 		{"unknown member", base("color", "red"), errs.InvalidParams, "color"},
 	} {
-		err := c.call(scheduler.MethodCreate, tc.params, nil)
+		err := c.call(api.MethodAutomationCreate, tc.params, nil)
 		if !errs.Is(err, tc.code) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%s: %v, want %s containing %q", tc.name, err, tc.code, tc.msg)
 		}
 	}
 	var list struct{ Automations []scheduler.Automation }
-	c.must(scheduler.MethodList, map[string]any{}, &list)
+	c.must(api.MethodAutomationList, map[string]any{}, &list)
 	if len(list.Automations) != 0 {
 		t.Fatalf("refused creates left automations: %+v", list.Automations)
 	}
@@ -75,83 +76,83 @@ func TestAutomationLifecycle(t *testing.T) {
 
 	// read and list (paged)
 	var read struct{ Automation scheduler.Automation }
-	c.must(scheduler.MethodRead, map[string]any{"automationId": a.ID}, &read)
+	c.must(api.MethodAutomationRead, map[string]any{"automationId": a.ID}, &read)
 	if read.Automation.ID != a.ID || read.Automation.Prompt != "say nightly" {
 		t.Fatalf("read: %s", mustJSON(read))
 	}
-	if err := c.call(scheduler.MethodRead, map[string]any{"automationId": "auto_aaaaaaaaaaaaaaaa"}, nil); !errs.Is(err, errs.NotFound) {
+	if err := c.call(api.MethodAutomationRead, map[string]any{"automationId": "auto_aaaaaaaaaaaaaaaa"}, nil); !errs.Is(err, errs.NotFound) {
 		t.Fatalf("read missing: %v", err)
 	}
 	var page struct {
 		Automations []scheduler.Automation
 		NextCursor  string
 	}
-	c.must(scheduler.MethodList, map[string]any{"limit": 1}, &page)
+	c.must(api.MethodAutomationList, map[string]any{"limit": 1}, &page)
 	if len(page.Automations) != 1 || page.Automations[0].ID != a.ID || page.NextCursor == "" {
 		t.Fatalf("page 1: %s", mustJSON(page))
 	}
 	cursor := page.NextCursor
 	page.NextCursor = ""
-	c.must(scheduler.MethodList, map[string]any{"limit": 1, "cursor": cursor}, &page)
+	c.must(api.MethodAutomationList, map[string]any{"limit": 1, "cursor": cursor}, &page)
 	if len(page.Automations) != 1 || page.Automations[0].ID != b.ID || page.NextCursor != "" {
 		t.Fatalf("page 2: %s", mustJSON(page))
 	}
 
 	// update: compare-and-set on revision
-	err := c.call(scheduler.MethodUpdate, map[string]any{"automationId": a.ID, "revision": 7, "name": "x"}, nil)
+	err := c.call(api.MethodAutomationUpdate, map[string]any{"automationId": a.ID, "revision": 7, "name": "x"}, nil)
 	if !errs.Is(err, errs.Conflict) || !strings.Contains(err.Error(), "revision 1, not 7") {
 		t.Fatalf("stale revision: %v", err)
 	}
-	err = c.call(scheduler.MethodUpdate, map[string]any{"automationId": a.ID, "revision": 1, "cron": "0 9 * * 8"}, nil)
+	err = c.call(api.MethodAutomationUpdate, map[string]any{"automationId": a.ID, "revision": 1, "cron": "0 9 * * 8"}, nil)
 	if !errs.Is(err, errs.InvalidParams) || !strings.Contains(err.Error(), "field 5: 8 is not a day of week") {
 		t.Fatalf("bad cron in update: %v", err)
 	}
 	var up struct{ Automation scheduler.Automation }
-	c.must(scheduler.MethodUpdate, map[string]any{"automationId": a.ID, "revision": 1, "cron": "30 6 * * *", "timeZone": "America/New_York", "prompt": "say morning"}, &up)
+	c.must(api.MethodAutomationUpdate, map[string]any{"automationId": a.ID, "revision": 1, "cron": "30 6 * * *", "timeZone": "America/New_York", "prompt": "say morning"}, &up)
 	ny, _ := time.LoadLocation("America/New_York")
 	if up.Automation.Revision != 2 || up.Automation.Cron != "30 6 * * *" || up.Automation.Prompt != "say morning" ||
 		up.Automation.NextFireAt.In(ny).Hour() != 6 || up.Automation.NextFireAt.In(ny).Minute() != 30 {
 		t.Fatalf("updated: %s", mustJSON(up))
 	}
-	if err := c.call(scheduler.MethodUpdate, map[string]any{"automationId": a.ID, "revision": 1, "name": "late"}, nil); !errs.Is(err, errs.Conflict) {
+	if err := c.call(api.MethodAutomationUpdate, map[string]any{"automationId": a.ID, "revision": 1, "name": "late"}, nil); !errs.Is(err, errs.Conflict) {
 		t.Fatalf("second writer with the old revision: %v", err)
 	}
 
 	// pause and resume
 	var pr struct{ Automation scheduler.Automation }
-	c.must(scheduler.MethodPause, map[string]any{"automationId": a.ID}, &pr)
+	c.must(api.MethodAutomationPause, map[string]any{"automationId": a.ID}, &pr)
 	if pr.Automation.Enabled || pr.Automation.NextFireAt != nil || pr.Automation.Revision != 3 {
 		t.Fatalf("paused: %s", mustJSON(pr))
 	}
-	c.must(scheduler.MethodPause, map[string]any{"automationId": a.ID}, &pr)
+	c.must(api.MethodAutomationPause, map[string]any{"automationId": a.ID}, &pr)
 	if pr.Automation.Revision != 3 {
 		t.Fatalf("pausing twice changed it: %s", mustJSON(pr))
 	}
-	c.must(scheduler.MethodResume, map[string]any{"automationId": a.ID}, &pr)
+	c.must(api.MethodAutomationResume, map[string]any{"automationId": a.ID}, &pr)
 	if !pr.Automation.Enabled || pr.Automation.NextFireAt == nil || pr.Automation.Revision != 4 {
 		t.Fatalf("resumed: %s", mustJSON(pr))
 	}
 
 	// manual runs, keyed by requestId like the turn methods
-	var r1, r2 scheduler.RunResult
-	c.must(scheduler.MethodRun, map[string]any{"automationId": a.ID, "requestId": "req-1"}, &r1)
+	var r1, r2 api.AutomationRunResult
+	c.must(api.MethodAutomationRun, map[string]any{"automationId": a.ID, "requestId": "req-1"}, &r1)
 	if r1.Duplicate || r1.Run.Status != scheduler.StatusSubmitted || r1.Run.Trigger != scheduler.TriggerManual || r1.Run.TurnID == "" ||
 		r1.Run.ThreadID != a.ThreadID || r1.Run.RequestID != "req-1" {
 		t.Fatalf("run: %s", mustJSON(r1))
 	}
-	c.must(scheduler.MethodRun, map[string]any{"automationId": a.ID, "requestId": "req-1"}, &r2)
+	c.must(api.MethodAutomationRun, map[string]any{"automationId": a.ID, "requestId": "req-1"}, &r2)
 	if !r2.Duplicate || r2.Run.ID != r1.Run.ID || r2.Run.TurnID != r1.Run.TurnID {
 		t.Fatalf("identical retry: %s (first %s)", mustJSON(r2), mustJSON(r1))
 	}
-	err = c.call(scheduler.MethodRun, map[string]any{"automationId": b.ID, "requestId": "req-1"}, nil)
+	err = c.call(api.MethodAutomationRun, map[string]any{"automationId": b.ID, "requestId": "req-1"}, nil)
 	if !errs.Is(err, errs.DuplicateMessageConflict) {
 		t.Fatalf("same requestId, other automation: %v", err)
 	}
-	if err := c.call(scheduler.MethodRun, map[string]any{"automationId": a.ID}, nil); !errs.Is(err, errs.InvalidParams) {
+	if err := c.call(api.MethodAutomationRun, map[string]any{"automationId": a.ID}, nil); !errs.Is(err, errs.InvalidParams) {
 		t.Fatalf("no requestId: %v", err)
 	}
-	var r3 scheduler.RunResult
-	c.must(scheduler.MethodRun, map[string]any{"automationId": a.ID, "requestId": "req-2"}, &r3)
+	var r3 api.AutomationRunResult
+	c.must(api.MethodAutomationRun, map[string]any{"automationId": a.ID, "requestId": "req-2"}, &r3)
 	if r3.Duplicate || r3.Run.ID == r1.Run.ID || r3.Run.TurnID == r1.Run.TurnID {
 		t.Fatalf("new requestId: %s", mustJSON(r3))
 	}
@@ -164,15 +165,15 @@ func TestAutomationLifecycle(t *testing.T) {
 		Runs       []scheduler.Run
 		NextCursor string
 	}
-	c.must(scheduler.MethodRuns, map[string]any{"automationId": a.ID, "limit": 1}, &runs)
+	c.must(api.MethodAutomationRuns, map[string]any{"automationId": a.ID, "limit": 1}, &runs)
 	if len(runs.Runs) != 1 || runs.Runs[0].ID != r3.Run.ID || runs.NextCursor == "" || runs.Runs[0].TurnID == "" || runs.Runs[0].ThreadID != a.ThreadID {
 		t.Fatalf("runs page 1: %s", mustJSON(runs))
 	}
-	c.must(scheduler.MethodRuns, map[string]any{"automationId": a.ID, "cursor": runs.NextCursor}, &runs)
+	c.must(api.MethodAutomationRuns, map[string]any{"automationId": a.ID, "cursor": runs.NextCursor}, &runs)
 	if len(runs.Runs) != 1 || runs.Runs[0].ID != r1.Run.ID {
 		t.Fatalf("runs page 2: %s", mustJSON(runs))
 	}
-	c.must(scheduler.MethodRead, map[string]any{"automationId": a.ID}, &read)
+	c.must(api.MethodAutomationRead, map[string]any{"automationId": a.ID}, &read)
 	if !strings.Contains(string(read.Automation.LastResult), r3.Run.ID) || !strings.Contains(string(read.Automation.LastResult), `"submitted"`) {
 		t.Fatalf("lastResult: %s", read.Automation.LastResult)
 	}
@@ -180,22 +181,22 @@ func TestAutomationLifecycle(t *testing.T) {
 	// The same methods through the gateway, as a native client would.
 	g := dialGateway(t, env)
 	var viaGW struct{ Automations []scheduler.Automation }
-	g.must(scheduler.MethodList, map[string]any{}, &viaGW)
+	g.must(api.MethodAutomationList, map[string]any{}, &viaGW)
 	if len(viaGW.Automations) != 2 {
 		t.Fatalf("list via the gateway: %s", mustJSON(viaGW))
 	}
-	var gr scheduler.RunResult
-	g.must(scheduler.MethodRun, map[string]any{"automationId": a.ID, "requestId": "req-1"}, &gr)
+	var gr api.AutomationRunResult
+	g.must(api.MethodAutomationRun, map[string]any{"automationId": a.ID, "requestId": "req-1"}, &gr)
 	if !gr.Duplicate || gr.Run.ID != r1.Run.ID {
 		t.Fatalf("retry via the gateway: %s", mustJSON(gr))
 	}
 
 	// delete
-	c.must(scheduler.MethodDelete, map[string]any{"automationId": b.ID}, nil)
-	if err := c.call(scheduler.MethodRead, map[string]any{"automationId": b.ID}, nil); !errs.Is(err, errs.NotFound) {
+	c.must(api.MethodAutomationDelete, map[string]any{"automationId": b.ID}, nil)
+	if err := c.call(api.MethodAutomationRead, map[string]any{"automationId": b.ID}, nil); !errs.Is(err, errs.NotFound) {
 		t.Fatalf("read after delete: %v", err)
 	}
-	if err := c.call(scheduler.MethodDelete, map[string]any{"automationId": b.ID}, nil); !errs.Is(err, errs.NotFound) {
+	if err := c.call(api.MethodAutomationDelete, map[string]any{"automationId": b.ID}, nil); !errs.Is(err, errs.NotFound) {
 		t.Fatalf("delete twice: %v", err)
 	}
 }

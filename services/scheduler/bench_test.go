@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"fmt"
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -156,7 +157,7 @@ func BenchmarkScheduler10k(b *testing.B) {
 	threads := make([]string, due)
 	for i, id := range ids {
 		var read struct{ Automation scheduler.Automation }
-		conns[0].must(scheduler.MethodRead, map[string]any{"automationId": id}, &read)
+		conns[0].must(api.MethodAutomationRead, map[string]any{"automationId": id}, &read)
 		threads[i] = read.Automation.ThreadID
 	}
 	raw := make([]time.Duration, due)

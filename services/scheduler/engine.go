@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"sync"
 	"time"
 
@@ -595,8 +596,8 @@ func (s *Scheduler) claim(ctx context.Context, batch []*claimPlan, now time.Time
 				return err
 			}
 			mk := func(at time.Time, status string) *Run {
-				return &Run{ID: newID("run_"), AutomationID: en.id, ScheduledAt: at.UTC(), Trigger: TriggerSchedule, Status: status,
-					ThreadID: thread, MessageID: occurrenceKey(en.id, at), CreatedAt: now.UTC(), UpdatedAt: now.UTC(), profile: profile, prompt: prompt}
+				return &Run{AutomationRun: api.AutomationRun{ID: newID("run_"), AutomationID: en.id, ScheduledAt: at.UTC(), Trigger: TriggerSchedule, Status: status,
+					ThreadID: thread, MessageID: occurrenceKey(en.id, at), CreatedAt: now.UTC(), UpdatedAt: now.UTC()}, profile: profile, prompt: prompt}
 			}
 			var last *Run
 			put := func(r *Run) error {

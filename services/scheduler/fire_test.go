@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"database/sql"
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"testing"
 	"time"
 
@@ -100,7 +101,7 @@ func TestTwoSchedulersFireEachOccurrenceOnce(t *testing.T) {
 	// A standby also serves the methods (it writes to the same store).
 	s2 := sb.dial(t, env)
 	var viaStandby struct{ Automations []scheduler.Automation }
-	s2.must(scheduler.MethodList, map[string]any{}, &viaStandby)
+	s2.must(api.MethodAutomationList, map[string]any{}, &viaStandby)
 	if len(viaStandby.Automations) != 3 {
 		t.Fatalf("standby list: %s", mustJSON(viaStandby))
 	}
@@ -128,7 +129,7 @@ func TestTwoSchedulersFireEachOccurrenceOnce(t *testing.T) {
 
 	// A change made through the standby reaches whichever process leads.
 	for _, id := range ids {
-		s2.must(scheduler.MethodPause, map[string]any{"automationId": id}, nil)
+		s2.must(api.MethodAutomationPause, map[string]any{"automationId": id}, nil)
 	}
 	waitSettled(t, q)
 	time.Sleep(3 * time.Second) // the leader's change poll, then nothing more may fire
@@ -203,7 +204,7 @@ func TestKillBetweenClaimAndSubmission(t *testing.T) {
 			if keys := turnsByKey(t, q)[claimed.messageID]; len(keys) != 1 {
 				t.Fatalf("occurrence %s has %d turns: %v", claimed, len(keys), keys)
 			}
-			dial(t, env).must(scheduler.MethodPause, map[string]any{"automationId": a.ID}, nil)
+			dial(t, env).must(api.MethodAutomationPause, map[string]any{"automationId": a.ID}, nil)
 		})
 	}
 }
@@ -271,12 +272,12 @@ func TestDrainPausesTriggers(t *testing.T) {
 		t.Fatalf("drain: %+v %v", ph, err)
 	}
 	drained := len(runRows(t, q, skip.ID)) + len(runRows(t, q, once.ID))
-	err = c.call(scheduler.MethodRun, map[string]any{"automationId": skip.ID, "requestId": "during-drain"}, nil)
+	err = c.call(api.MethodAutomationRun, map[string]any{"automationId": skip.ID, "requestId": "during-drain"}, nil)
 	if !errs.Is(err, errs.ServiceDraining) {
 		t.Fatalf("automation/run while draining: %v", err)
 	}
 	var list struct{ Automations []scheduler.Automation }
-	c.must(scheduler.MethodList, map[string]any{}, &list)
+	c.must(api.MethodAutomationList, map[string]any{}, &list)
 	time.Sleep(4 * time.Second)
 	if now := len(runRows(t, q, skip.ID)) + len(runRows(t, q, once.ID)); now != drained {
 		t.Fatalf("occurrences fired while draining: %d runs, then %d", drained, now)
@@ -290,8 +291,8 @@ func TestDrainPausesTriggers(t *testing.T) {
 	waitSettled(t, q)
 	checkGap(t, checkExactlyOnce(t, q, skip.ID), scheduler.StatusSkipped, 3)
 	checkGap(t, checkExactlyOnce(t, q, once.ID), scheduler.StatusSubmitted, 3)
-	var rr scheduler.RunResult
-	c.must(scheduler.MethodRun, map[string]any{"automationId": skip.ID, "requestId": "after-drain"}, &rr)
+	var rr api.AutomationRunResult
+	c.must(api.MethodAutomationRun, map[string]any{"automationId": skip.ID, "requestId": "after-drain"}, &rr)
 	if rr.Run.Status != scheduler.StatusSubmitted {
 		t.Fatalf("run after resume: %s", mustJSON(rr))
 	}

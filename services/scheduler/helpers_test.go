@@ -85,14 +85,14 @@ func (c *client) must(method string, params, result any) {
 func (c *client) create(params map[string]any) scheduler.Automation {
 	c.t.Helper()
 	var res struct{ Automation scheduler.Automation }
-	c.must(scheduler.MethodCreate, params, &res)
+	c.must(api.MethodAutomationCreate, params, &res)
 	return res.Automation
 }
 
 func (c *client) pauseAll(ids ...string) {
 	c.t.Helper()
 	for _, id := range ids {
-		c.must(scheduler.MethodPause, map[string]any{"automationId": id}, nil)
+		c.must(api.MethodAutomationPause, map[string]any{"automationId": id}, nil)
 	}
 }
 

@@ -2,12 +2,12 @@ package scheduler
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/base32"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"github.com/deepcode-dev/deepcode/shared/api"
+	"github.com/deepcode-dev/deepcode/shared/ids"
 	"strconv"
 	"strings"
 	"time"
@@ -35,49 +35,11 @@ const (
 	PolicyRunOnce = "runOnce"
 )
 
-// Automation is the wire form of an automation.
-type Automation struct {
-	ID              string          `json:"id"`
-	Name            string          `json:"name"`
-	Cron            string          `json:"cron"`
-	TimeZone        string          `json:"timeZone"`
-	Workspace       string          `json:"workspace"`
-	Profile         string          `json:"profile"`
-	Prompt          string          `json:"prompt"`
-	Enabled         bool            `json:"enabled"`
-	MissedRunPolicy string          `json:"missedRunPolicy"`
-	ThreadID        string          `json:"threadId"`
-	NextFireAt      *time.Time      `json:"nextFireAt"`
-	LastResult      json.RawMessage `json:"lastResult"`
-	CreatedAt       time.Time       `json:"createdAt"`
-	UpdatedAt       time.Time       `json:"updatedAt"`
-	Revision        int64           `json:"revision"`
-}
-
-// Missed describes the occurrences a run row stands for that were missed.
-type Missed struct {
-	Count   int       `json:"count"`
-	From    time.Time `json:"from"`
-	Through time.Time `json:"through"`
-}
-
-// Run is the wire form of an automation run.
+// Run is an automation run: its wire form and what a (re)submission
+// sends, which is not on the wire.
 type Run struct {
-	ID           string     `json:"id"`
-	AutomationID string     `json:"automationId"`
-	ScheduledAt  time.Time  `json:"scheduledAt"`
-	Trigger      string     `json:"trigger"`
-	RequestID    string     `json:"requestId,omitempty"`
-	Status       string     `json:"status"`
-	ThreadID     string     `json:"threadId"`
-	TurnID       string     `json:"turnId,omitempty"`
-	MessageID    string     `json:"messageId"`
-	Error        *errs.Wire `json:"error,omitempty"`
-	Missed       *Missed    `json:"missed,omitempty"`
-	CreatedAt    time.Time  `json:"createdAt"`
-	UpdatedAt    time.Time  `json:"updatedAt"`
+	api.AutomationRun
 
-	// Not on the wire: what a (re)submission sends.
 	profile, prompt, fingerprint string
 	attempts                     int
 	fresh                        bool // just claimed by this process: known to be claimed
@@ -100,30 +62,10 @@ func summary(r *Run, at time.Time) string {
 	return string(b)
 }
 
-var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+// newID makes an automation or run id (shared/ids: one scheme everywhere).
+func newID(prefix string) string { return ids.New(prefix) }
 
-// newID is prefix + 16 lower-case base32 characters (80 random bits), the
-// shape agentd's ids have.
-func newID(prefix string) string {
-	b := make([]byte, 10)
-	if _, err := rand.Read(b); err != nil {
-		panic("crypto/rand failed: " + err.Error())
-	}
-	return prefix + strings.ToLower(idEncoding.EncodeToString(b))
-}
-
-func validID(prefix, id string) bool {
-	rest, ok := strings.CutPrefix(id, prefix)
-	if !ok || len(rest) != 16 {
-		return false
-	}
-	for _, c := range rest {
-		if !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
-			return false
-		}
-	}
-	return true
-}
+func validID(prefix, id string) bool { return ids.Valid(prefix, id) }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 

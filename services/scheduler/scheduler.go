@@ -30,6 +30,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"log/slog"
 	"os"
 	"sync"
@@ -125,7 +126,7 @@ func setup(ctx context.Context, svc *service.Service) error {
 		s.sub.resume()
 		s.eng.resume()
 	}
-	svc.DrainAllowed = drainAllowed
+	svc.DrainAllowed = api.DrainAllowed
 	svc.Stop = s.stop
 
 	run := svc.Context()

@@ -13,12 +13,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/deepcode-dev/deepcode/shared/topology"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -51,12 +53,18 @@ type Child struct {
 
 // Children is every service the supervisor knows, in start order; it stops
 // them in reverse. Services whose binary is not installed are skipped.
-var Children = []Child{
-	{Name: "manager", Sockets: []string{"manager"}},
-	{Name: "gateway", Sockets: []string{"gateway", "http"}},
-	{Name: "scheduler", Sockets: []string{"scheduler"}},
-	{Name: "agentd", OnDemand: true, Sockets: []string{"agentd"}},
-	{Name: "termhost", OnDemand: true, Sockets: []string{"termhost"}},
+var Children = children()
+
+func children() []Child {
+	var out []Child
+	for _, ts := range topology.Services {
+		c := Child{Name: ts.Name, OnDemand: ts.OnDemand}
+		for _, so := range ts.Sockets {
+			c.Sockets = append(c.Sockets, so.Name)
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // Main runs the supervisor and returns its exit status.
@@ -211,7 +219,8 @@ func (s *Supervisor) run(status *statusWriter) (int, error) {
 		go cp.loop(ctx)
 	}
 	s.awaitListening(ctx, present)
-	s.log.Info("instance started", "instance", s.instanceID, "pid", os.Getpid(), "port", s.port, "database", s.layout.Database, "version", buildinfo.Version)
+	address := "http://127.0.0.1:" + strconv.Itoa(s.port)
+	s.log.Info("instance started", "instance", s.instanceID, "pid", os.Getpid(), "port", s.port, "address", address, "database", s.layout.Database, "version", buildinfo.Version)
 	status.write(StartupEvent{Event: "started", InstanceID: s.instanceID, PID: os.Getpid(), Port: s.port})
 
 	code := 0
@@ -231,7 +240,7 @@ func (s *Supervisor) run(status *statusWriter) (int, error) {
 		break
 	}
 	s.stopAll()
-	s.log.Info("instance stopped", "instance", s.instanceID)
+	s.log.Info("instance stopped", "instance", s.instanceID, "address", address)
 	return code, nil
 }
 

@@ -80,6 +80,7 @@ var fromLaunchd = activation.FromLaunchd
 // started it) and binds every other socket once; children receive
 // duplicates.
 func (s *Supervisor) bind(present []Child) error {
+	s.sweepRuntimeDirs()
 	var specs []activation.Spec
 	for _, name := range socketNames(present) {
 		specs = append(specs, activation.Spec{Name: name, Kind: activation.Unix, Path: s.layout.Socket(name + ".sock")})
@@ -139,6 +140,7 @@ func (s *Supervisor) unbind(present []Child) {
 			}
 		}
 	}
+	s.removeRuntimeDir()
 }
 
 func closeAll(lns map[string]net.Listener) {

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 )
 
@@ -27,64 +28,6 @@ const (
 	maxEnvName  = 256
 	defaultTERM = "xterm-256color"
 )
-
-// CreateParams are the parameters of terminal/create. Without Command the
-// user's login shell runs.
-type CreateParams struct {
-	ThreadID string            `json:"threadId"`
-	Command  []string          `json:"command,omitempty"`
-	Cols     int               `json:"cols"`
-	Rows     int               `json:"rows"`
-	Env      map[string]string `json:"env,omitempty"`
-}
-
-// TerminalRef names a terminal of a thread.
-type TerminalRef struct {
-	ThreadID   string `json:"threadId"`
-	TerminalID string `json:"terminalId"`
-}
-
-// InputParams are the parameters of terminal/input.
-type InputParams struct {
-	ThreadID   string `json:"threadId"`
-	TerminalID string `json:"terminalId"`
-	Data       string `json:"data"`
-}
-
-// ResizeParams are the parameters of terminal/resize.
-type ResizeParams struct {
-	ThreadID   string `json:"threadId"`
-	TerminalID string `json:"terminalId"`
-	Cols       int    `json:"cols"`
-	Rows       int    `json:"rows"`
-}
-
-// ReadParams are the parameters of terminal/read.
-type ReadParams struct {
-	ThreadID   string `json:"threadId"`
-	TerminalID string `json:"terminalId"`
-	// Offset is where to start (default 0).
-	Offset *int64 `json:"offset,omitempty"`
-	// Limit is the most bytes returned (default 16 KiB, 4 KiB to 64 KiB).
-	Limit *int64 `json:"limit,omitempty"`
-	// Through is an exclusive end (a headOffset captured earlier).
-	Through *int64 `json:"through,omitempty"`
-}
-
-// ListParams are the parameters of terminal/list.
-type ListParams struct {
-	ThreadID string `json:"threadId"`
-}
-
-// CreateResult answers terminal/create.
-type CreateResult struct {
-	TerminalID string `json:"terminalId"`
-}
-
-// ListResult answers terminal/list.
-type ListResult struct {
-	Terminals []Info `json:"terminals"`
-}
 
 func checkSize(cols, rows int) error {
 	if cols < minSize || cols > maxSize || rows < minSize || rows > maxSize {
@@ -125,26 +68,26 @@ func (h *Termhost) create(ctx context.Context, p CreateParams) (CreateResult, er
 	return CreateResult{TerminalID: t.id}, nil
 }
 
-func (h *Termhost) input(_ context.Context, p InputParams) (struct{}, error) {
+func (h *Termhost) input(_ context.Context, p InputParams) (api.Empty, error) {
 	if len(p.Data) > maxInput {
-		return struct{}{}, errs.New(errs.InvalidParams, "data is %d bytes; send at most %d per call", len(p.Data), maxInput)
+		return api.Empty{}, errs.New(errs.InvalidParams, "data is %d bytes; send at most %d per call", len(p.Data), maxInput)
 	}
 	t, err := h.reg.get(p.ThreadID, p.TerminalID)
 	if err != nil {
-		return struct{}{}, err
+		return api.Empty{}, err
 	}
-	return struct{}{}, t.input(p.Data)
+	return api.Empty{}, t.input(p.Data)
 }
 
-func (h *Termhost) resize(_ context.Context, p ResizeParams) (struct{}, error) {
+func (h *Termhost) resize(_ context.Context, p ResizeParams) (api.Empty, error) {
 	if err := checkSize(p.Cols, p.Rows); err != nil {
-		return struct{}{}, err
+		return api.Empty{}, err
 	}
 	t, err := h.reg.get(p.ThreadID, p.TerminalID)
 	if err != nil {
-		return struct{}{}, err
+		return api.Empty{}, err
 	}
-	return struct{}{}, t.resize(p.Cols, p.Rows)
+	return api.Empty{}, t.resize(p.Cols, p.Rows)
 }
 
 // close terminates the terminal's process group and answers once it has

@@ -8,12 +8,6 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/rpc"
 )
 
-// Notifications.
-const (
-	NotifyOutput = "terminal.output"
-	NotifyExit   = "terminal.exit"
-)
-
 const (
 	// notifyMax bounds the text one terminal.output carries: when a
 	// terminal produced more since its last notification, the oldest part
@@ -33,23 +27,6 @@ const (
 	// flood itself needs. Other terminals keep the normal pace.
 	floodPause = 100 * time.Millisecond
 )
-
-// OutputNotification is the params of terminal.output.
-type OutputNotification struct {
-	ThreadID   string `json:"threadId"`
-	TerminalID string `json:"terminalId"`
-	Data       string `json:"data"`
-	Offset     int64  `json:"offset"`
-	NextOffset int64  `json:"nextOffset"`
-}
-
-// ExitNotification is the params of terminal.exit.
-type ExitNotification struct {
-	ThreadID   string `json:"threadId"`
-	TerminalID string `json:"terminalId"`
-	ExitCode   int    `json:"exitCode"`
-	NextOffset int64  `json:"nextOffset"`
-}
 
 // publisher sends terminal.output and terminal.exit to the subscribed
 // connections. PTY readers only mark their terminal and wake it: one

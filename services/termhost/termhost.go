@@ -9,8 +9,6 @@ package termhost
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"os"
 	"runtime/debug"
 	"time"
@@ -23,7 +21,6 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/paths"
 	"github.com/deepcode-dev/deepcode/shared/rpc"
 	"github.com/deepcode-dev/deepcode/shared/service"
-	"github.com/deepcode-dev/deepcode/shared/store"
 )
 
 // Spec is termhost's service description: on demand on termhost.sock, it
@@ -46,16 +43,14 @@ const gcPercent = 50
 // Termhost is the running service.
 type Termhost struct {
 	svc *service.Service
-	db  *store.DB
-	reg *registry
-	pub *publisher
+	// agentd answers what termhost needs to know about a thread: its
+	// workspace and trust are agentd's records, not termhost's.
+	agentd *rpc.Pool
+	reg    *registry
+	pub    *publisher
 }
 
 func setup(ctx context.Context, svc *service.Service) error {
-	db, err := store.Open(ctx, svc.Layout.Database)
-	if err != nil {
-		return err
-	}
 	if os.Getenv("GOGC") == "" {
 		// The windows live outside the Go heap; what is left is small and
 		// mostly transient (pages and notifications being encoded), so a
@@ -64,7 +59,12 @@ func setup(ctx context.Context, svc *service.Service) error {
 		debug.SetGCPercent(gcPercent)
 	}
 	pub := newPublisher()
-	h := &Termhost{svc: svc, db: db, pub: pub}
+	h := &Termhost{svc: svc, pub: pub, agentd: rpc.NewPool(rpc.PoolOptions{
+		Service: "agentd",
+		Dial:    rpc.DialOptions{Network: "unix", Address: svc.Layout.Socket(paths.AgentdSocket), Path: "/rpc", Timeout: agentdTimeout},
+		MaxIdle: 4,
+		Logger:  svc.Log,
+	})}
 	h.reg = newRegistry(svc.Log, svc.Config.Termhost.MaxLive, svc.Config.Termhost.MaxExited, svc.ActivityChanged, pub)
 	go pub.run()
 	h.methods(svc.RPC)
@@ -78,13 +78,14 @@ func setup(ctx context.Context, svc *service.Service) error {
 }
 
 // stop terminates the terminals, waits for their readers, then closes the
-// publisher and the database.
+// publisher and the connections to agentd.
 func (h *Termhost) stop(ctx context.Context) error {
 	if !h.reg.close(ctx.Done()) {
 		h.svc.Log.Warn("terminals did not finish before the stop deadline")
 	}
 	h.pub.close()
-	return h.db.Close()
+	h.agentd.Close("termhost stopping")
+	return nil
 }
 
 func (h *Termhost) methods(mux *rpc.Mux) {
@@ -113,42 +114,39 @@ func (h *Termhost) initialize(_ context.Context, req *rpc.Request) (any, error) 
 	return api.InitializeResult{ProtocolVersion: buildinfo.ProtocolVersion, Capabilities: api.Capabilities{RequestRetry: api.RequestRetry}}, nil
 }
 
-// workspace is the thread's workspace, which must be trusted. The threads
-// and workspaces tables are agentd's: termhost only reads them.
+// agentdTimeout bounds a question to agentd, including its start on demand.
+const agentdTimeout = 30 * time.Second
+
+// workspace is the thread's workspace, which must be trusted.
 func (h *Termhost) workspace(ctx context.Context, threadID string) (string, error) {
-	if !validID(threadPrefix, threadID) {
-		return "", errs.New(errs.NotFound, "no thread %q", threadID)
-	}
-	var ws string
-	var trusted int
-	err := h.db.SQL().QueryRowContext(ctx, `SELECT t.workspace, w.trusted FROM threads t JOIN workspaces w ON w.path = t.workspace WHERE t.id = ?`, threadID).Scan(&ws, &trusted)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", errs.New(errs.NotFound, "no thread %q", threadID)
-	}
+	info, err := h.threadWorkspace(ctx, threadID)
 	if err != nil {
-		return "", errs.Wrap(err, errs.ServiceUnavailable, "the database is not available right now")
+		return "", err
 	}
-	if trusted != 1 {
-		return "", errs.New(errs.WorkspaceUntrusted, "workspace %s is not trusted: trust it (--trust) before opening a terminal there", ws)
+	if !info.Trusted {
+		return "", errs.New(errs.WorkspaceUntrusted, "workspace %s is not trusted: trust it (--trust) before opening a terminal there", info.Workspace)
 	}
-	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
-		return "", errs.New(errs.NotFound, "workspace %s no longer exists", ws)
+	if fi, err := os.Stat(info.Workspace); err != nil || !fi.IsDir() {
+		return "", errs.New(errs.NotFound, "workspace %s no longer exists", info.Workspace)
 	}
-	return ws, nil
+	return info.Workspace, nil
 }
 
-// threadExists checks a thread id against agentd's table.
+// threadExists checks a thread id with agentd.
 func (h *Termhost) threadExists(ctx context.Context, threadID string) error {
+	_, err := h.threadWorkspace(ctx, threadID)
+	return err
+}
+
+func (h *Termhost) threadWorkspace(ctx context.Context, threadID string) (api.ThreadWorkspaceResult, error) {
 	if !validID(threadPrefix, threadID) {
-		return errs.New(errs.NotFound, "no thread %q", threadID)
+		return api.ThreadWorkspaceResult{}, errs.New(errs.NotFound, "no thread %q", threadID)
 	}
-	var one int
-	err := h.db.SQL().QueryRowContext(ctx, `SELECT 1 FROM threads WHERE id = ?`, threadID).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return errs.New(errs.NotFound, "no thread %q", threadID)
+	ctx, cancel := context.WithTimeout(ctx, agentdTimeout)
+	defer cancel()
+	var out api.ThreadWorkspaceResult
+	if err := h.agentd.Call(ctx, api.MethodThreadWorkspace, api.ThreadWorkspaceParams{ThreadID: threadID}, &out); err != nil {
+		return api.ThreadWorkspaceResult{}, err
 	}
-	if err != nil {
-		return errs.Wrap(err, errs.ServiceUnavailable, "the database is not available right now")
-	}
-	return nil
+	return out, nil
 }

@@ -173,15 +173,6 @@ func (t *terminal) evict() {
 	t.mu.Unlock()
 }
 
-// Info is a terminal as terminal/list shows it.
-type Info struct {
-	TerminalID string   `json:"terminalId"`
-	Command    []string `json:"command"`
-	Exited     bool     `json:"exited"`
-	ExitCode   *int     `json:"exitCode,omitempty"`
-	HeadOffset int64    `json:"headOffset"`
-}
-
 func (t *terminal) info() Info {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -191,19 +182,6 @@ func (t *terminal) info() Info {
 		in.ExitCode = &code
 	}
 	return in
-}
-
-// ReadResult answers terminal/read.
-type ReadResult struct {
-	Offset        int64  `json:"offset"`
-	NextOffset    int64  `json:"nextOffset"`
-	Data          string `json:"data"`
-	AvailableFrom int64  `json:"availableFrom"`
-	Truncated     bool   `json:"truncated"`
-	HeadOffset    int64  `json:"headOffset"`
-	HasMore       bool   `json:"hasMore"`
-	Exited        bool   `json:"exited"`
-	ExitCode      *int   `json:"exitCode,omitempty"`
 }
 
 // read returns the retained text from offset, at most limit bytes, ending

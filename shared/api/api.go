@@ -3,27 +3,33 @@
 // notifications, and the initialize handshake.
 package api
 
-// Methods.
+// Methods of the business protocol (the gateway's WebSocket and the
+// services behind it). Each is described once in Contract (contract.go).
 const (
 	MethodInitialize = "initialize"
 	MethodShutdown   = "shutdown"
 
-	MethodThreadStart   = "thread/start"
-	MethodThreadList    = "thread/list"
-	MethodThreadRead    = "thread/read"
-	MethodTurnStart     = "turn/start"
-	MethodTurnEnqueue   = "turn/enqueue"
-	MethodTurnSteer     = "turn/steer"
-	MethodTurnInterrupt = "turn/interrupt"
-	MethodTurnRead      = "turn/read"
-	MethodTurnInputRead = "turn/input/read"
-	MethodEventReplay   = "event/replay"
-	MethodApprovalList  = "approval/list"
-	MethodApprovalReply = "approval/respond"
-	MethodAgentRun      = "agent/run"
-	MethodAgentContinue = "agent/continue"
-	MethodAgentShow     = "agent/show"
-	MethodAgentList     = "agent/list"
+	MethodThreadStart = "thread/start"
+	MethodThreadList  = "thread/list"
+	MethodThreadRead  = "thread/read"
+	// MethodThreadWorkspace answers a thread's workspace and whether it is
+	// trusted: termhost asks it before it opens a terminal there, rather
+	// than reading agentd's tables itself.
+	MethodThreadWorkspace = "thread/workspace"
+	MethodTurnStart       = "turn/start"
+	MethodTurnEnqueue     = "turn/enqueue"
+	MethodTurnSteer       = "turn/steer"
+	MethodTurnInterrupt   = "turn/interrupt"
+	MethodTurnRead        = "turn/read"
+	MethodTurnInputRead   = "turn/input/read"
+	MethodTurnItemBlob    = "turn/item/blob"
+	MethodEventReplay     = "event/replay"
+	MethodApprovalList    = "approval/list"
+	MethodApprovalReply   = "approval/respond"
+	MethodAgentRun        = "agent/run"
+	MethodAgentContinue   = "agent/continue"
+	MethodAgentShow       = "agent/show"
+	MethodAgentList       = "agent/list"
 
 	MethodTerminalCreate = "terminal/create"
 	MethodTerminalInput  = "terminal/input"
@@ -32,16 +38,23 @@ const (
 	MethodTerminalList   = "terminal/list"
 	MethodTerminalRead   = "terminal/read"
 
-	MethodAutomationRun  = "automation/run"
-	MethodAutomationList = "automation/list"
-	MethodAutomationRead = "automation/read"
-	MethodAutomationRuns = "automation/runs"
+	MethodAutomationCreate = "automation/create"
+	MethodAutomationList   = "automation/list"
+	MethodAutomationRead   = "automation/read"
+	MethodAutomationUpdate = "automation/update"
+	MethodAutomationDelete = "automation/delete"
+	MethodAutomationPause  = "automation/pause"
+	MethodAutomationResume = "automation/resume"
+	MethodAutomationRun    = "automation/run"
+	MethodAutomationRuns   = "automation/runs"
 )
 
 // Notifications.
 const (
-	NotifyThreadEvent  = "thread.event"
-	NotifyServicePhase = "service.phase"
+	NotifyThreadEvent    = "thread.event"
+	NotifyServicePhase   = "service.phase"
+	NotifyTerminalOutput = "terminal.output"
+	NotifyTerminalExit   = "terminal.exit"
 )
 
 // Retry policies advertised in capabilities.requestRetry.
@@ -51,39 +64,18 @@ const (
 	RetryKeyed = "keyed"
 )
 
-// RequestRetry is the retry contract. A method missing here is "never":
-// nothing is inferred from names. Safe methods may be repeated; keyed ones
-// only with their original non-empty key and the same request.
-var RequestRetry = map[string]string{
-	MethodThreadList:     RetrySafe,
-	MethodThreadRead:     RetrySafe,
-	MethodTurnRead:       RetrySafe,
-	MethodTurnInputRead:  RetrySafe,
-	MethodEventReplay:    RetrySafe,
-	MethodApprovalList:   RetrySafe,
-	MethodAgentShow:      RetrySafe,
-	MethodAgentList:      RetrySafe,
-	MethodTerminalList:   RetrySafe,
-	MethodTerminalRead:   RetrySafe,
-	MethodAutomationList: RetrySafe,
-	MethodAutomationRead: RetrySafe,
-	MethodAutomationRuns: RetrySafe,
+// RequestRetry is the retry contract, as initialize advertises it: the
+// methods whose Contract entry is safe or keyed. A method missing here is
+// "never": nothing is inferred from names. Safe methods may be repeated;
+// keyed ones only with their original non-empty key and the same request.
+var RequestRetry = requestRetry()
 
-	MethodTurnStart:     RetryKeyed,
-	MethodTurnEnqueue:   RetryKeyed,
-	MethodTurnSteer:     RetryKeyed,
-	MethodAutomationRun: RetryKeyed,
-}
-
-// DrainAllowed lists the methods still served while the service drains:
-// what finishes current work (approvals, interrupts, terminal close) and
-// safe reads.
+// DrainAllowed reports whether the contract lets method be served while
+// the service drains: what finishes current work (approvals, interrupts,
+// terminal close), the changes that start no work, and safe reads.
 func DrainAllowed(method string) bool {
-	switch method {
-	case MethodApprovalReply, MethodTurnInterrupt, MethodTerminalClose, MethodInitialize, MethodShutdown:
-		return true
-	}
-	return RequestRetry[method] == RetrySafe
+	m, ok := Lookup(method)
+	return ok && m.DrainSafe
 }
 
 // ClientInfo identifies a client in initialize.

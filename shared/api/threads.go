@@ -9,11 +9,3 @@ const (
 	MethodWorkspaceList = "workspace/list"
 	MethodProfileList   = "profile/list"
 )
-
-func init() {
-	// Reads may be repeated. Rename and archive set a value, but stay
-	// "never" like every write that is not keyed.
-	RequestRetry[MethodThreadSearch] = RetrySafe
-	RequestRetry[MethodWorkspaceList] = RetrySafe
-	RequestRetry[MethodProfileList] = RetrySafe
-}

@@ -125,6 +125,11 @@ type Config struct {
 		RuntimeIdleTimeout time.Duration `koanf:"runtime_idle_timeout"`
 		// MaxRuntimes is the most warm agent runtimes kept at once.
 		MaxRuntimes int `koanf:"max_runtimes" min:"1"`
+		// LeaseTTL is how long the runtime-owner lease lasts unrenewed
+		// (renewed every third of it): how long a hung agentd on another
+		// machine sharing the file would block a new one. A crashed agentd
+		// on this machine is taken over at once (the runtime lock).
+		LeaseTTL time.Duration `koanf:"lease_ttl"`
 	} `koanf:"agentd"`
 	Termhost struct {
 		// IdleTimeout is how long termhost stays up with no terminals.
@@ -316,6 +321,7 @@ func Defaults() Config {
 	c.Agentd.IdleTimeout = 5 * time.Minute
 	c.Agentd.RuntimeIdleTimeout = 2 * time.Minute
 	c.Agentd.MaxRuntimes = 4
+	c.Agentd.LeaseTTL = 15 * time.Second
 	c.Termhost.IdleTimeout = 5 * time.Minute
 	c.Termhost.MaxLive = 8
 	c.Termhost.MaxExited = 8

@@ -378,6 +378,7 @@ func TestValidate(t *testing.T) {
 func TestKeysAndEnvName(t *testing.T) {
 	want := []string{
 		"agentd.idle_timeout",
+		"agentd.lease_ttl",
 		"agentd.max_runtimes",
 		"agentd.runtime_idle_timeout",
 		"log.level",
@@ -446,6 +447,7 @@ restart_max_interval = "4s"
 idle_timeout = "5s"
 runtime_idle_timeout = "10s"
 max_runtimes = 3
+lease_ttl = "11s"
 [termhost]
 idle_timeout = "6s"
 max_live = 7
@@ -474,6 +476,7 @@ timeout = "8s"
 	want.Supervisor.RestartMinInterval, want.Supervisor.RestartMaxInterval = 3*time.Second, 4*time.Second
 	want.Agentd.IdleTimeout = 5 * time.Second
 	want.Agentd.RuntimeIdleTimeout, want.Agentd.MaxRuntimes = 10*time.Second, 3
+	want.Agentd.LeaseTTL = 11 * time.Second
 	want.Termhost.IdleTimeout, want.Termhost.MaxLive, want.Termhost.MaxExited = 6*time.Second, 7, 9
 	want.Profiles = Defaults().Profiles // the built-in profiles are always there
 	want.Profiles["every"] = Profile{

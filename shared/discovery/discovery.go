@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/deepcode-dev/deepcode/shared/topology"
 	"os"
 	"strconv"
 	"time"
@@ -202,18 +203,12 @@ func ManagementLock(ctx context.Context, l *paths.Layout, waiting func()) (*Lock
 // the socket paths, or on Windows the named pipes that stand for them.
 func NewInstance(l *paths.Layout, instanceID string, pid, port int, activation string) *Instance {
 	inst := &Instance{
-		InstanceID: instanceID,
-		Database:   l.Database,
-		DBID:       l.DBID,
-		PID:        pid,
-		Port:       port,
-		Sockets: map[string]string{
-			"manager":   socketAddress(l, paths.ManagerSocket),
-			"gateway":   socketAddress(l, paths.GatewaySocket),
-			"agentd":    socketAddress(l, paths.AgentdSocket),
-			"termhost":  socketAddress(l, paths.TermhostSocket),
-			"scheduler": socketAddress(l, paths.SchedulerSocket),
-		},
+		InstanceID:      instanceID,
+		Database:        l.Database,
+		DBID:            l.DBID,
+		PID:             pid,
+		Port:            port,
+		Sockets:         sockets(l),
 		ProtocolVersion: buildinfo.ProtocolVersion,
 		Version:         buildinfo.Version,
 		Activation:      activation,
@@ -223,4 +218,19 @@ func NewInstance(l *paths.Layout, instanceID string, pid, port int, activation s
 		inst.Address = "127.0.0.1:" + strconv.Itoa(port)
 	}
 	return inst
+}
+
+// sockets maps each service to the address clients dial: its first Unix
+// socket (a named pipe on Windows).
+func sockets(l *paths.Layout) map[string]string {
+	out := map[string]string{}
+	for _, ts := range topology.Services {
+		for _, so := range ts.Sockets {
+			if so.File != "" {
+				out[ts.Name] = socketAddress(l, so.File)
+				break
+			}
+		}
+	}
+	return out
 }

@@ -23,23 +23,26 @@ const (
 
 // Application codes.
 const (
-	NotFound                 Code = "NOT_FOUND"
-	Unauthorized             Code = "UNAUTHORIZED"
-	Forbidden                Code = "FORBIDDEN"
-	HostRejected             Code = "HOST_REJECTED"
-	OriginRejected           Code = "ORIGIN_REJECTED"
-	IdentityMismatch         Code = "IDENTITY_MISMATCH"
-	ChallengeReplayed        Code = "CHALLENGE_REPLAYED"
-	NotImplemented           Code = "NOT_IMPLEMENTED"
-	NotInitialized           Code = "NOT_INITIALIZED"
-	AlreadyInitialized       Code = "ALREADY_INITIALIZED"
-	ProtocolMismatch         Code = "PROTOCOL_MISMATCH"
-	RequestTooLarge          Code = "REQUEST_TOO_LARGE"
-	ResponseTooLarge         Code = "RESPONSE_TOO_LARGE"
-	Overloaded               Code = "OVERLOADED"
-	Conflict                 Code = "CONFLICT"
-	ServiceDraining          Code = "SERVICE_DRAINING"
-	ServiceUnavailable       Code = "SERVICE_UNAVAILABLE"
+	NotFound           Code = "NOT_FOUND"
+	Unauthorized       Code = "UNAUTHORIZED"
+	Forbidden          Code = "FORBIDDEN"
+	HostRejected       Code = "HOST_REJECTED"
+	OriginRejected     Code = "ORIGIN_REJECTED"
+	IdentityMismatch   Code = "IDENTITY_MISMATCH"
+	ChallengeReplayed  Code = "CHALLENGE_REPLAYED"
+	NotImplemented     Code = "NOT_IMPLEMENTED"
+	NotInitialized     Code = "NOT_INITIALIZED"
+	AlreadyInitialized Code = "ALREADY_INITIALIZED"
+	ProtocolMismatch   Code = "PROTOCOL_MISMATCH"
+	RequestTooLarge    Code = "REQUEST_TOO_LARGE"
+	ResponseTooLarge   Code = "RESPONSE_TOO_LARGE"
+	Overloaded         Code = "OVERLOADED"
+	Conflict           Code = "CONFLICT"
+	ServiceDraining    Code = "SERVICE_DRAINING"
+	ServiceUnavailable Code = "SERVICE_UNAVAILABLE"
+	// ServiceStopping: the service is on its way out (a graceful stop is
+	// running); retry once it is back, or after `service start`.
+	ServiceStopping          Code = "SERVICE_STOPPING"
 	ServiceNotRunning        Code = "SERVICE_NOT_RUNNING"
 	AlreadyRunning           Code = "ALREADY_RUNNING"
 	InstanceReplaced         Code = "INSTANCE_REPLACED"
@@ -79,6 +82,16 @@ const (
 	// TaskFailed: the agent's task ran and failed (a command's non-zero
 	// exit status, a script's fail step).
 	TaskFailed Code = "TASK_FAILED"
+	// ReplayGap: an event/replay cursor is beyond the thread's head (a
+	// cursor from another database or from before a restore); data carries
+	// headSequence. Replay from 0 or from the head, not from the cursor.
+	ReplayGap Code = "REPLAY_GAP"
+	// StorageFull: the database's filesystem is full; data carries the
+	// path and the free bytes. Retry once space is freed.
+	StorageFull Code = "STORAGE_FULL"
+	// StorageReadOnly: the database or its folder cannot be written (a
+	// read-only mount or file); data carries the path.
+	StorageReadOnly Code = "STORAGE_READONLY"
 )
 
 type classInfo struct {
@@ -113,6 +126,7 @@ var table = map[Code]classInfo{
 	Conflict:                 {-32000, false, 409},
 	ServiceDraining:          {-32000, true, 503},
 	ServiceUnavailable:       {-32000, true, 503},
+	ServiceStopping:          {-32000, true, 503},
 	ServiceNotRunning:        {-32000, false, 503},
 	AlreadyRunning:           {-32000, false, 409},
 	InstanceReplaced:         {-32000, false, 409},
@@ -142,6 +156,9 @@ var table = map[Code]classInfo{
 	ConnectionLost:           {-32000, false, 502},
 	WorkspaceUntrusted:       {-32000, false, 403},
 	TaskFailed:               {-32000, false, 422},
+	ReplayGap:                {-32000, false, 409},
+	StorageFull:              {-32000, true, 507},
+	StorageReadOnly:          {-32000, false, 503},
 }
 
 // Known reports whether c is in the table.

@@ -17,9 +17,13 @@
 package logging
 
 import (
+	"encoding"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"reflect"
 	"strings"
 
 	"github.com/deepcode-dev/deepcode/shared/errs"
@@ -65,7 +69,7 @@ func New(opts Options) (*slog.Logger, io.Closer, error) {
 		ws = append(ws, os.Stderr)
 	}
 	w := Fanout(ws...)
-	h := slog.NewTextHandler(w, &slog.HandlerOptions{Level: opts.Level, ReplaceAttr: utcTime})
+	h := slog.NewTextHandler(w, &slog.HandlerOptions{Level: opts.Level, ReplaceAttr: replaceAttr})
 	l := slog.New(h)
 	if opts.Service != "" {
 		l = l.With(slog.String("service", opts.Service))
@@ -87,11 +91,30 @@ func Fanout(ws ...io.Writer) io.Writer {
 	return w
 }
 
-// utcTime writes the record's time in UTC; the TextHandler formats a time as
-// RFC 3339 with milliseconds.
-func utcTime(groups []string, a slog.Attr) slog.Attr {
+// replaceAttr writes the record's time in UTC (the TextHandler formats a
+// time as RFC 3339 with milliseconds), and a map, slice or struct value as
+// JSON: the TextHandler would print it with fmt's %+v (map[a:b c:d]), which
+// no reader can split back into its parts.
+func replaceAttr(groups []string, a slog.Attr) slog.Attr {
 	if len(groups) == 0 && a.Key == slog.TimeKey && a.Value.Kind() == slog.KindTime {
 		a.Value = slog.TimeValue(a.Value.Time().UTC())
+		return a
+	}
+	if a.Value.Kind() != slog.KindAny {
+		return a
+	}
+	switch v := a.Value.Any().(type) {
+	case error, fmt.Stringer, encoding.TextMarshaler, []byte:
+		return a
+	case nil:
+		return a
+	default:
+		switch reflect.ValueOf(v).Kind() {
+		case reflect.Map, reflect.Slice, reflect.Array, reflect.Struct, reflect.Pointer:
+			if b, err := json.Marshal(v); err == nil {
+				a.Value = slog.StringValue(string(b))
+			}
+		}
 	}
 	return a
 }

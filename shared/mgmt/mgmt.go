@@ -78,12 +78,28 @@ type IdentityResult struct {
 	ProtocolVersion string `json:"protocolVersion"`
 }
 
-// ServiceState is one service in status.
+// ServiceState is one service in status. State is "running", "draining",
+// "idle" (on-demand, not started), "down", or while the service runs but
+// refuses writes the State of its NotReady ("standby", "degraded"), with
+// Code and Reason saying why.
 type ServiceState struct {
-	State    string   `json:"state"`
-	PID      int      `json:"pid,omitempty"`
-	Started  string   `json:"started,omitempty"`
-	Activity Activity `json:"activity"`
+	State    string    `json:"state"`
+	PID      int       `json:"pid,omitempty"`
+	Started  string    `json:"started,omitempty"`
+	Activity Activity  `json:"activity"`
+	Code     errs.Code `json:"code,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+}
+
+// NotReady is why a running service refuses writes (see
+// service.SetNotReady). The zero value means ready.
+type NotReady struct {
+	// State replaces "running" in status: "standby" or "degraded".
+	State string `json:"state"`
+	// Code is the error writes get meanwhile (LEASE_HELD, STORAGE_FULL).
+	Code errs.Code `json:"code"`
+	// Reason says why and what to do.
+	Reason string `json:"reason"`
 }
 
 // ReadyResult is the body of /health/ready.

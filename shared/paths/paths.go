@@ -66,6 +66,9 @@ type Layout struct {
 	ServiceDir string
 	// RuntimeDir holds the sockets (0700, owned by the user).
 	RuntimeDir string
+	// sessionDir is $XDG_RUNTIME_DIR when RuntimeDir is inside it: the
+	// session's folder, which EnsureRuntimeDir checks but never changes.
+	sessionDir string
 }
 
 // Resolve computes the layout for database ("" means the default under
@@ -132,6 +135,10 @@ func ResolveWith(getenv func(string) string, home, database string) (*Layout, er
 		return nil, err
 	}
 	l.RuntimeDir = rt
+	if x := getenv("XDG_RUNTIME_DIR"); getenv(EnvRuntimeDir) == "" && x != "" &&
+		strings.HasPrefix(rt, filepath.Join(x, "deepcode")+string(filepath.Separator)) {
+		l.sessionDir = x
+	}
 	return l, nil
 }
 
@@ -169,7 +176,17 @@ func (l *Layout) EnsureServiceDir() error {
 
 // EnsureRuntimeDir creates the runtime directory and checks that it, and
 // the per-user base above it, are private and owned by this user.
+//
+// When the sockets live under $XDG_RUNTIME_DIR, that folder must be the
+// user's and closed to others too: a folder another user can write lets them
+// move ours aside and put their own sockets in its place. It is refused, not
+// repaired: it belongs to the session, not to deepcode.
 func (l *Layout) EnsureRuntimeDir() error {
+	if l.sessionDir != "" {
+		if err := checkSessionDir(l.sessionDir); err != nil {
+			return err
+		}
+	}
 	base := filepath.Dir(l.RuntimeDir)
 	for _, d := range []string{base, l.RuntimeDir} {
 		if err := os.Mkdir(d, 0o700); err != nil && !os.IsExist(err) {

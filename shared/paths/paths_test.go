@@ -163,6 +163,59 @@ func TestRuntimeDirOwnedBySomeoneElseIsRefused(t *testing.T) {
 	}
 }
 
+// TestXDGRuntimeDirMustBePrivate: the session folder above deepcode's is
+// checked too, and refused (not changed) when others can use it.
+func TestXDGRuntimeDirMustBePrivate(t *testing.T) {
+	xdg := t.TempDir()
+	resolve := func() *Layout {
+		t.Helper()
+		l, err := ResolveWith(env(map[string]string{"XDG_RUNTIME_DIR": xdg}), t.TempDir(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	if err := os.Chmod(xdg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := resolve().EnsureRuntimeDir()
+	if errs.CodeOf(err) != errs.RuntimeDirInsecure || !strings.Contains(err.Error(), "open to others (mode 0755") {
+		t.Fatalf("a 0755 XDG_RUNTIME_DIR: %v", err)
+	}
+	if fi, _ := os.Stat(xdg); fi.Mode().Perm() != 0o755 {
+		t.Fatalf("the session folder was changed to %v", fi.Mode().Perm())
+	}
+	if _, err := os.Stat(filepath.Join(xdg, "deepcode")); !os.IsNotExist(err) {
+		t.Fatalf("something was created in a refused session folder: %v", err)
+	}
+	if err := os.Chmod(xdg, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := resolve().EnsureRuntimeDir(); err != nil {
+		t.Fatalf("a private XDG_RUNTIME_DIR: %v", err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(xdg, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		err := resolve().EnsureRuntimeDir()
+		if errs.CodeOf(err) != errs.RuntimeDirInsecure || !strings.Contains(err.Error(), "belongs to user 65534") {
+			t.Fatalf("a foreign XDG_RUNTIME_DIR: %v", err)
+		}
+	}
+	// An explicit DEEPCODE_RUNTIME_DIR is not under the session's rules.
+	if err := os.Chmod(xdg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := ResolveWith(env(map[string]string{"XDG_RUNTIME_DIR": xdg, EnvRuntimeDir: t.TempDir()}), t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.EnsureRuntimeDir(); err != nil {
+		t.Fatalf("DEEPCODE_RUNTIME_DIR with a loose XDG_RUNTIME_DIR: %v", err)
+	}
+}
+
 func TestRuntimeDirFallbacksAndSunPathLimit(t *testing.T) {
 	xdg := "/run/user/1000"
 	got, err := runtimeDir(env(map[string]string{"XDG_RUNTIME_DIR": xdg}), "abcdefabcdef")

@@ -45,3 +45,25 @@ func checkPrivateDir(d string) error {
 	}
 	return nil
 }
+
+// checkSessionDir refuses an $XDG_RUNTIME_DIR that is not a folder owned by
+// this user with mode 0700 (what the XDG base directory spec requires).
+func checkSessionDir(d string) error {
+	fi, err := os.Stat(d)
+	if err != nil {
+		return errs.Wrap(err, errs.RuntimeDirInsecure, "XDG_RUNTIME_DIR=%s cannot be used: set it to your session's folder or set %s", d, EnvRuntimeDir)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok {
+		return errs.New(errs.RuntimeDirInsecure, "XDG_RUNTIME_DIR=%s is not a folder: set it to your session's folder or set %s", d, EnvRuntimeDir)
+	}
+	if int(st.Uid) != os.Geteuid() {
+		return errs.New(errs.RuntimeDirInsecure,
+			"XDG_RUNTIME_DIR=%s belongs to user %d, not to you (%d): set it to your own session's folder or set %s to a private folder", d, st.Uid, os.Geteuid(), EnvRuntimeDir)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return errs.New(errs.RuntimeDirInsecure,
+			"XDG_RUNTIME_DIR=%s is open to others (mode %04o, must be 0700): run chmod 700 %s or set %s to a private folder", d, perm, d, EnvRuntimeDir)
+	}
+	return nil
+}

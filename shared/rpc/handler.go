@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"sort"
 
 	"github.com/deepcode-dev/deepcode/shared/errs"
@@ -128,14 +129,33 @@ func (m *Mux) ServeRPC(ctx context.Context, req *Request) (any, error) {
 // Method adapts a typed function: params are decoded strictly into P
 // (unknown fields are INVALID_PARAMS) and R is the result.
 func Method[P any, R any](fn func(ctx context.Context, params P) (R, error)) Handler {
-	return HandlerFunc(func(ctx context.Context, req *Request) (any, error) {
-		var p P
-		if err := BindParams(req.Params, &p); err != nil {
-			return nil, err
-		}
-		return fn(ctx, p)
-	})
+	return typedHandler[P, R](fn)
 }
+
+type typedHandler[P any, R any] func(ctx context.Context, params P) (R, error)
+
+func (h typedHandler[P, R]) ServeRPC(ctx context.Context, req *Request) (any, error) {
+	var p P
+	if err := BindParams(req.Params, &p); err != nil {
+		return nil, err
+	}
+	return h(ctx, p)
+}
+
+// WireTypes implements Typed.
+func (typedHandler[P, R]) WireTypes() (params, result reflect.Type) {
+	return reflect.TypeFor[P](), reflect.TypeFor[R]()
+}
+
+// Typed is a handler that declares the types of its params and result
+// (every handler made by Method): the contract's registry tests compare
+// them with the contract.
+type Typed interface {
+	WireTypes() (params, result reflect.Type)
+}
+
+// Handler returns the handler registered for method, or nil.
+func (m *Mux) Handler(method string) Handler { return m.methods[method] }
 
 // BindParams decodes params into v, rejecting unknown fields and trailing
 // data. Missing params decode as an empty object.

@@ -321,12 +321,22 @@ func (e *DecodeError) Response() *Message { return NewError(e.ID, e.Err) }
 // notAnObject is Decode's error for a message that is not a JSON object.
 func notAnObject(data []byte) *DecodeError {
 	if !json.Valid(data) {
+		if nestingExceeds(data, maxNesting) {
+			return tooDeep()
+		}
 		return &DecodeError{Err: errs.New(errs.ParseError, "message is not valid JSON")}
 	}
 	if data[0] == '[' {
 		return invalid(nil, "batch requests are not supported: send one JSON-RPC object per message")
 	}
 	return invalid(nil, "a JSON-RPC message must be a JSON object")
+}
+
+// tooDeep is Decode's error for a message that would be JSON but for its
+// nesting: saying so (and the limit) tells the sender what to change, where
+// "not valid JSON" sends them looking for a syntax error that is not there.
+func tooDeep() *DecodeError {
+	return invalid(nil, "nesting deeper than %d levels: flatten the message", maxNesting)
 }
 
 func invalid(id *ID, format string, args ...any) *DecodeError {
@@ -350,6 +360,11 @@ func Decode(data []byte) (*Message, error) {
 	if err != nil {
 		if _, dup := err.(duplicateMemberError); dup {
 			return nil, invalid(nil, "%v", err)
+		}
+		// The top-level object is one level; its member values may nest
+		// maxNesting more.
+		if nestingExceeds(data, maxNesting+1) {
+			return nil, tooDeep()
 		}
 		return nil, &DecodeError{Err: errs.New(errs.ParseError, "message is not valid JSON")}
 	}

@@ -110,6 +110,47 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 	}
 }
 
+// TestDecodeTooDeepSaysTheLimit: a message nested past the limit is valid
+// JSON in every other way, so it is an invalid request that names the
+// limit, not a parse error.
+func TestDecodeTooDeepSaysTheLimit(t *testing.T) {
+	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	tooDeep := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"a","params":{"a":` + deep(10000) + `}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"a","params":` + strings.Repeat(`{"a":`, 10001) + "1" + strings.Repeat("}", 10001) + `}`,
+		`{"jsonrpc":"2.0","id":1,"result":` + deep(20000) + `}`,
+		`{"jsonrpc":"2.0","id":1,"result":` + strings.Repeat("[", 20000) + `}`,
+		deep(10001),
+	}
+	for _, in := range tooDeep {
+		_, err := Decode([]byte(in))
+		var de *DecodeError
+		if !errors.As(err, &de) {
+			t.Fatalf("Decode(%.60s…) = %v, want a DecodeError", in, err)
+		}
+		if de.Err.Code != errs.InvalidRequest || !strings.Contains(de.Err.Message, "nesting deeper than 10000") {
+			t.Errorf("Decode(%.60s…) = %s %q, want INVALID_REQUEST naming the limit", in, de.Err.Code, de.Err.Message)
+		}
+		if w := ErrorObject(de.Err); w.Code != -32600 {
+			t.Errorf("wire code = %d, want -32600", w.Code)
+		}
+	}
+	// Deep but within the limit, and brackets inside strings, still decode.
+	ok := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"a","params":{"a":` + deep(9999) + `}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"a","params":{"s":"` + strings.Repeat("[", 20000) + `"}}`,
+	}
+	for _, in := range ok {
+		if _, err := Decode([]byte(in)); err != nil {
+			t.Errorf("Decode(%.60s…) = %v, want it accepted", in, err)
+		}
+	}
+	// Broken and shallow stays a parse error.
+	if _, err := Decode([]byte(`{"jsonrpc":"2.0","id":1,"method":"a","params":{"s":[1,}}`)); errs.From(err).Code != errs.ParseError {
+		t.Errorf("shallow syntax error = %v, want PARSE_ERROR", err)
+	}
+}
+
 func TestEncodeRoundTrip(t *testing.T) {
 	id := StringID("req-1")
 	req, err := NewRequest(id, "status", map[string]int{"a": 1})

@@ -25,6 +25,9 @@ func decodeReference(data []byte) (*Message, error) {
 		if errors.As(err, &dup) {
 			return nil, invalid(nil, "%v", err)
 		}
+		if nestingExceeds(data, maxNesting+1) {
+			return nil, tooDeep()
+		}
 		return nil, &DecodeError{Err: errs.New(errs.ParseError, "message is not valid JSON")}
 	}
 	var msg Message

@@ -464,3 +464,35 @@ func hasControl(p []byte) bool {
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
+
+// nestingExceeds reports whether data opens more than limit objects or
+// arrays inside one another, counting brackets outside strings. It runs only
+// on a message the scanner refused, to tell "too deep" from "not JSON"; a
+// message that is both is reported as too deep, which is true of it.
+func nestingExceeds(data []byte, limit int) bool {
+	depth := 0
+	inString, escaped := false, false
+	for _, c := range data {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			if depth > limit {
+				return true
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return false
+}

@@ -35,7 +35,9 @@ func (s *Service) watchLifeline() {
 		// The supervisor never writes; EOF means it died or let go of us.
 		_, _ = f.Read(buf)
 		if s.ctx.Err() == nil {
-			s.Log.Warn("the supervisor is gone; stopping")
+			parentGone()
+			s.parentGone.Store(true)
+			s.Log.Warn("the supervisor is gone; stopping at once (no grace: what runs is recovered by the next instance)")
 			s.requestStop("supervisor gone")
 		}
 	}()

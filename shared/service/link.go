@@ -35,6 +35,8 @@ type RegisterParams struct {
 	Protocol string   `json:"protocolVersion"`
 	Activity Activity `json:"activity"`
 	Draining bool     `json:"draining"`
+	// NotReady is set while the service runs but refuses writes.
+	NotReady NotReady `json:"notReady,omitzero"`
 	// Address is the TCP address a service serves, if any (the gateway).
 	Address string `json:"address,omitempty"`
 }
@@ -53,6 +55,7 @@ type RegisterResult struct {
 type ActivityParams struct {
 	Activity Activity `json:"activity"`
 	Draining bool     `json:"draining"`
+	NotReady NotReady `json:"notReady,omitzero"`
 	Seq      uint64   `json:"seq"`
 }
 
@@ -153,7 +156,7 @@ func (l *link) session(ctx context.Context) (registered bool, err error) {
 	l.svc.setReported(atRegister)
 	err = peer.Call(callCtx, MethodRegister, RegisterParams{
 		Name: l.svc.Name, PID: os.Getpid(), Version: buildinfo.Version, Protocol: buildinfo.ProtocolVersion,
-		Activity: atRegister.activity, Draining: atRegister.draining, Address: l.svc.tcpAddress(),
+		Activity: atRegister.activity, Draining: atRegister.draining, NotReady: atRegister.notReady, Address: l.svc.tcpAddress(),
 	}, &res)
 	cancel()
 	if err != nil {
@@ -216,14 +219,15 @@ func (l *link) session(ctx context.Context) (registered bool, err error) {
 type reportState struct {
 	activity Activity
 	draining bool
+	notReady NotReady
 }
 
 // urgentReport reports whether the manager must hear of now at once
 // rather than within countsInterval: what it acts on changed — busy or not
-// (drain waits for idle), idle or not, draining. Counts that change while
+// (drain waits for idle), idle or not, draining, ready or not. Counts that change while
 // the service stays busy (every request changes the handler count, every
 // turn the turn count) only show in status, and may wait: sent at once,
 // they woke the manager several times a turn.
 func urgentReport(sent, now reportState) bool {
-	return sent.draining != now.draining || sent.activity.Busy() != now.activity.Busy() || sent.activity.Idle() != now.activity.Idle()
+	return sent.draining != now.draining || sent.notReady != now.notReady || sent.activity.Busy() != now.activity.Busy() || sent.activity.Idle() != now.activity.Idle()
 }

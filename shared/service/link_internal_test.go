@@ -21,6 +21,9 @@ func TestUrgentReport(t *testing.T) {
 		{"a runtime goes warm during a turn", busy, reportState{activity: Activity{Turns: 1, Runtimes: 1}}, false},
 		{"the turn ends, a runtime stays warm", reportState{activity: Activity{Turns: 1, Runtimes: 1}}, reportState{activity: Activity{Runtimes: 1}}, false},
 		{"the last runtime closes", reportState{activity: Activity{Runtimes: 1}}, idle, true},
+		{"not ready", busy, reportState{activity: busy.activity, notReady: NotReady{State: StateStandby, Code: "LEASE_HELD", Reason: "r"}}, true},
+		{"ready again", reportState{notReady: NotReady{State: StateDegraded, Code: "X", Reason: "r"}}, idle, true},
+		{"another reason", reportState{notReady: NotReady{State: StateDegraded, Code: "X", Reason: "r"}}, reportState{notReady: NotReady{State: StateDegraded, Code: "X", Reason: "s"}}, true},
 	} {
 		if got := urgentReport(c.sent, c.now); got != c.want {
 			t.Errorf("%s: urgentReport = %v, want %v", c.name, got, c.want)

@@ -141,6 +141,8 @@ type Service struct {
 	servers       []*http.Server
 	stopOnce      sync.Once
 	stopCause     atomic.Value // string
+	notReady      atomic.Value // NotReady; see SetNotReady
+	parentGone    atomic.Bool  // the stop is the supervisor's death
 }
 
 // Main runs spec and exits the process with its status.
@@ -180,7 +182,16 @@ func Run(spec Spec, args []string) int {
 		return ExitConfig
 	}
 	level, _ := logging.ParseLevel(cfg.Log.Level)
-	log, closer, err := logging.New(logging.Options{Service: spec.Name, Level: level, Stderr: true})
+	logOpts := logging.Options{Service: spec.Name, Level: level, Stderr: true}
+	if pid, _ := strconv.Atoi(os.Getenv(EnvSupervisorPID)); pid > 0 && pid == os.Getppid() {
+		// Our stderr is the supervisor's pipe: if the supervisor dies, the
+		// records go to the service log directly (see NewSupervisedWriter).
+		out := logging.NewSupervisedWriter(os.Stderr, layout.ServiceLog())
+		defer out.Close()
+		parentGoneHook = out.Detach
+		logOpts.Stderr, logOpts.Writer = false, out
+	}
+	log, closer, err := logging.New(logOpts)
 	if err != nil {
 		bootLog.Error("cannot start", "err", err)
 		return ExitFailure
@@ -311,6 +322,16 @@ var sigpipeOnce sync.Once
 // mid-way. Asking for SIGPIPE makes such writes fail with EPIPE instead; and
 // unlike signal.Ignore, a caught signal is reset to its default in processes
 // the service starts (a terminal host's shells).
+// parentGoneHook runs first when the lifeline ends (Run sets it to detach
+// the log from the supervisor's pipe).
+var parentGoneHook func()
+
+func parentGone() {
+	if parentGoneHook != nil {
+		parentGoneHook()
+	}
+}
+
 func surviveLostStderr() {
 	sigpipeOnce.Do(func() { signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE) })
 }
@@ -368,6 +389,15 @@ func (s *Service) requestStop(cause string) {
 		s.cancel()
 	})
 }
+
+// ParentGone reports that the service stops because its supervisor died
+// (lifeline end of file): a crash of its parent, not a stop request. The
+// application gives running work no grace then; what it abandons is
+// recovered by the next instance, as after a crash.
+func (s *Service) ParentGone() bool { return s.parentGone.Load() }
+
+// parentGoneTimeout bounds the whole stop when the supervisor is gone.
+const parentGoneTimeout = 2 * time.Second
 
 // RequestStop asks the service to stop gracefully (the manager's stop when
 // no supervisor or service manager owns it).
@@ -452,14 +482,18 @@ func (s *Service) defaultRouter(name string) http.Handler {
 	return r
 }
 
-// Health is the body of /health/live and /health/ready.
+// Health is the body of /health/live and /health/ready. Status is "live",
+// "ready", "stopping", or the State of a NotReady ("standby", "degraded")
+// with its Code and Reason.
 type Health struct {
-	Status   string   `json:"status"`
-	Service  string   `json:"service"`
-	PID      int      `json:"pid"`
-	Version  string   `json:"version"`
-	Draining bool     `json:"draining"`
-	Activity Activity `json:"activity"`
+	Status   string    `json:"status"`
+	Service  string    `json:"service"`
+	PID      int       `json:"pid"`
+	Version  string    `json:"version"`
+	Draining bool      `json:"draining"`
+	Activity Activity  `json:"activity"`
+	Code     errs.Code `json:"code,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
 }
 
 func (s *Service) health(status string) Health {
@@ -473,6 +507,12 @@ func (s *Service) handleLive(w http.ResponseWriter, _ *http.Request) {
 func (s *Service) handleReady(w http.ResponseWriter, _ *http.Request) {
 	if s.stopping.Load() {
 		WriteJSON(w, http.StatusServiceUnavailable, s.health("stopping"))
+		return
+	}
+	if nr, ok := s.NotReadyState(); ok {
+		h := s.health(nr.State)
+		h.Code, h.Reason = nr.Code, nr.Reason
+		WriteJSON(w, http.StatusServiceUnavailable, h)
 		return
 	}
 	WriteJSON(w, http.StatusOK, s.health("ready"))
@@ -583,12 +623,13 @@ func (s *Service) activityReport() ActivityParams {
 	defer s.reportMu.Unlock()
 	s.reportSeq++
 	s.reported = s.reportNow()
-	return ActivityParams{Activity: s.reported.activity, Draining: s.reported.draining, Seq: s.reportSeq}
+	return ActivityParams{Activity: s.reported.activity, Draining: s.reported.draining, NotReady: s.reported.notReady, Seq: s.reportSeq}
 }
 
 // reportNow is what a report would tell the manager now.
 func (s *Service) reportNow() reportState {
-	return reportState{s.CurrentActivity(), s.Draining()}
+	nr, _ := s.NotReadyState()
+	return reportState{s.CurrentActivity(), s.Draining(), nr}
 }
 
 // lastReported is the state of the latest activity report, or of the
@@ -660,7 +701,11 @@ func (s *Service) setDraining(ctx context.Context, on bool) error {
 func (s *Service) shutdown() {
 	s.stopping.Store(true)
 	s.requestStop("shutdown")
-	ctx, cancel := context.WithTimeout(context.Background(), s.Config.Service.StopTimeout)
+	timeout := s.Config.Service.StopTimeout
+	if s.ParentGone() {
+		timeout = min(timeout, parentGoneTimeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, srv := range s.servers {

@@ -217,7 +217,7 @@ func (db *DB) ReadLease(ctx context.Context, name string) (Lease, bool, error) {
 	}
 	r, err := readLeaseRow(ctx, db.sql, name)
 	if err != nil {
-		return Lease{}, false, classify(err, "reading lease "+name)
+		return Lease{}, false, db.classify(err, "reading lease "+name)
 	}
 	if !r.found {
 		return Lease{}, false, nil

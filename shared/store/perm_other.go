@@ -24,3 +24,9 @@ func fileReadWritable(path string) error {
 	}
 	return f.Close()
 }
+
+// freeBytes is unknown here (STORAGE_FULL then says "unknown space").
+func freeBytes(string) (uint64, bool) { return 0, false }
+
+// readOnlyFS is unknown here: false.
+func readOnlyFS(string) bool { return false }

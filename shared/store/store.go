@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
@@ -227,7 +228,7 @@ func (db *DB) SchemaVersion() int { return db.version }
 func (db *DB) Tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := db.sql.BeginTx(ctx, nil)
 	if err != nil {
-		return classify(err, "beginning a write transaction")
+		return db.classify(err, "beginning a write transaction")
 	}
 	done := false
 	defer func() {
@@ -236,11 +237,11 @@ func (db *DB) Tx(ctx context.Context, fn func(*sql.Tx) error) error {
 		}
 	}()
 	if err := fn(tx); err != nil {
-		return classify(err, "database transaction failed")
+		return db.classify(err, "database transaction failed")
 	}
 	done = true
 	if err := tx.Commit(); err != nil {
-		return classify(err, "committing a write transaction")
+		return db.classify(err, "committing a write transaction")
 	}
 	return nil
 }
@@ -292,11 +293,86 @@ func classify(err error, msg string) error {
 	return errs.Wrap(err, errs.Internal, "%s", msg)
 }
 
+// classify is the package's classify that first tells a full or read-only
+// filesystem apart: those are the user's to fix (free space, remount), not
+// deepcode's INTERNAL.
+func (db *DB) classify(err error, msg string) error {
+	if e := StorageError(err, db.path); e != nil {
+		return e
+	}
+	return classify(err, msg)
+}
+
+// StorageError is STORAGE_FULL (retryable; data: path, freeBytes) when err
+// comes from a full filesystem, STORAGE_READONLY (data: path) when the
+// database or its folder cannot be written, and nil otherwise. path is the
+// database file.
+func StorageError(err error, path string) *errs.Error {
+	if err == nil {
+		return nil
+	}
+	if e, ok := errs.As(err); ok && (e.Code == errs.StorageFull || e.Code == errs.StorageReadOnly) {
+		return e
+	}
+	dir := filepath.Dir(path)
+	full := errors.Is(err, sqlite3.FULL) || errors.Is(err, syscall.ENOSPC)
+	readOnly := errors.Is(err, sqlite3.READONLY) || errors.Is(err, syscall.EROFS)
+	if !full && !readOnly && errors.Is(err, sqlite3.IOERR) {
+		// The driver reports a failed write on a full disk as a plain
+		// disk I/O error, without the errno (os.File wraps ENOSPC in a
+		// PathError its check does not unwrap): judge by the filesystem.
+		if readOnlyFS(dir) {
+			readOnly = true
+		} else if free, ok := freeBytes(dir); ok && free < nearlyFull {
+			full = true
+		}
+	}
+	switch {
+	case full:
+		free, ok := freeBytes(dir)
+		e := errs.Wrap(err, errs.StorageFull, "the filesystem of %s is full (%s free): free some space; writes resume by themselves", path, humanBytes(free, ok)).
+			With("path", path)
+		if ok {
+			e = e.With("freeBytes", free)
+		}
+		return e
+	case readOnly:
+		return errs.Wrap(err, errs.StorageReadOnly, "the database %s cannot be written (a read-only file, folder or filesystem): fix its permissions or remount it read-write", path).
+			With("path", path)
+	}
+	return nil
+}
+
+// nearlyFull is the free space under which a disk I/O error is taken for a
+// full filesystem: a write of a few pages failed for want of room.
+const nearlyFull = 8 << 20
+
+func humanBytes(n uint64, ok bool) string {
+	if !ok {
+		return "unknown space"
+	}
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
 // classifyOpen is classify for errors met while opening and migrating, where
 // a file that is not a usable database is the caller's path problem.
 func classifyOpen(err error, path string) error {
 	if _, ok := errs.As(err); ok {
 		return err
+	}
+	if errors.Is(err, sqlite3.FULL) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EROFS) || readOnlyFS(filepath.Dir(path)) {
+		if e := StorageError(err, path); e != nil {
+			return e
+		}
 	}
 	switch {
 	case errors.Is(err, sqlite3.NOTADB):
@@ -359,6 +435,9 @@ func checkPath(path string) (string, error) {
 			"cannot use the database folder %s; check its permissions or choose another database path", dir)
 	}
 	if err := dirWritable(dir); err != nil {
+		if errors.Is(err, syscall.EROFS) {
+			return "", StorageError(err, filepath.Join(dir, filepath.Base(abs)))
+		}
 		return "", errs.Wrap(err, errs.InvalidDatabasePath,
 			"the database folder %s is not writable by this user; fix its permissions (for example: chmod u+rwx %q) or choose another database path", dir, dir)
 	}

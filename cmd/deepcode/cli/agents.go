@@ -289,7 +289,9 @@ func (a *app) daemonStatusOf(st mgmt.Status) daemonStatus {
 		ds.StartedAt = s.Started
 		ds.Activity = daemonActivity{Turns: s.Activity.Turns, Queued: s.Activity.Queued, Handlers: s.Activity.Handlers, Runtimes: s.Activity.Runtimes}
 	}
-	ds.Running = ds.PID != 0 && (ds.State == "running" || ds.State == "draining")
+	// A process in standby or degraded serves too (reads; writes are
+	// refused with the reason status shows).
+	ds.Running = ds.PID != 0 && (ds.State == "running" || ds.State == "draining" || ds.State == "standby" || ds.State == "degraded")
 	return ds
 }
 
@@ -501,7 +503,7 @@ or by the supervisor about it (child=agentd). With --json: {"logs":"<text>"}.`,
 			if lines < 0 {
 				return &exitError{code: exitUsage, err: errs.New(errs.UsageError, "--lines must be 0 or more")}
 			}
-			return a.printLog(agentdLogs(a.layout.ServiceLog(), lines))
+			return a.printLogBlob(agentdLogs(a.layout.ServiceLog(), lines))
 		},
 	}
 	cmd.Flags().IntVarP(&lines, "lines", "n", 50, "how many of the last lines to print")

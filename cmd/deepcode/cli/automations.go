@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -14,18 +15,6 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/client"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/spf13/cobra"
-)
-
-// The automation methods (deepcode-scheduler, through the gateway).
-const (
-	methodAutomationCreate = "automation/create"
-	methodAutomationList   = "automation/list"
-	methodAutomationRead   = "automation/read"
-	methodAutomationDelete = "automation/delete"
-	methodAutomationPause  = "automation/pause"
-	methodAutomationResume = "automation/resume"
-	methodAutomationRun    = "automation/run"
-	methodAutomationRuns   = "automation/runs"
 )
 
 // automationView is what the commands read of an automation; --json
@@ -174,7 +163,7 @@ Examples:
 				params["trust"] = true
 			}
 			var res struct{ Automation automationView }
-			return a.automationCall(cmd, methodAutomationCreate, params, &res, func() {
+			return a.automationCall(cmd, api.MethodAutomationCreate, params, &res, func() {
 				fmt.Fprintf(a.stdout, "%s %s\n", res.Automation.ID, nextText(res.Automation))
 			})
 		},
@@ -228,7 +217,7 @@ func (a *app) automationsListCommand() *cobra.Command {
 						Automations []json.RawMessage `json:"automations"`
 						NextCursor  string            `json:"nextCursor"`
 					}
-					if err := call(ctx, b, methodAutomationList, params, &page); err != nil {
+					if err := call(ctx, b, api.MethodAutomationList, params, &page); err != nil {
 						return err
 					}
 					all = append(all, page.Automations...)
@@ -286,7 +275,7 @@ func (a *app) automationsShowCommand() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var res struct{ Automation automationView }
-			return a.automationCall(cmd, methodAutomationRead, map[string]any{"automationId": args[0]}, &res, func() {
+			return a.automationCall(cmd, api.MethodAutomationRead, map[string]any{"automationId": args[0]}, &res, func() {
 				au := res.Automation
 				state := "enabled"
 				if !au.Enabled {
@@ -321,7 +310,7 @@ func (a *app) automationsRemoveCommand() *cobra.Command {
 		Short:   "Delete an automation and its run history",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.automationCall(cmd, methodAutomationDelete, map[string]any{"automationId": args[0]}, nil, func() {
+			return a.automationCall(cmd, api.MethodAutomationDelete, map[string]any{"automationId": args[0]}, nil, func() {
 				fmt.Fprintf(a.stdout, "%s deleted\n", args[0])
 			})
 		},
@@ -331,9 +320,9 @@ func (a *app) automationsRemoveCommand() *cobra.Command {
 }
 
 func (a *app) automationsPauseCommand(pause bool) *cobra.Command {
-	use, short, method := "pause ID", "Stop an automation from running until it is resumed", methodAutomationPause
+	use, short, method := "pause ID", "Stop an automation from running until it is resumed", api.MethodAutomationPause
 	if !pause {
-		use, short, method = "resume ID", "Resume a paused automation (from now on: nothing missed while paused runs)", methodAutomationResume
+		use, short, method = "resume ID", "Resume a paused automation (from now on: nothing missed while paused runs)", api.MethodAutomationResume
 	}
 	cmd := &cobra.Command{
 		Use:   use,
@@ -386,7 +375,7 @@ status and turn.`,
 			params := map[string]any{"automationId": args[0], "requestId": requestID}
 			return a.withBusiness(cmd, func(ctx context.Context, b *client.Business) error {
 				var raw json.RawMessage
-				if err := call(ctx, b, methodAutomationRun, params, &raw); err != nil {
+				if err := call(ctx, b, api.MethodAutomationRun, params, &raw); err != nil {
 					if e, ok := errs.As(err); ok && retryableWithKey(err) {
 						e.Message += fmt.Sprintf(" (retry with --request-id %s: the same key cannot run it twice)", requestID)
 					}
@@ -401,7 +390,7 @@ status and turn.`,
 					Duplicate bool    `json:"duplicate"`
 				}
 				if err := json.Unmarshal(raw, &res); err != nil {
-					return errs.Wrap(err, errs.Internal, "unexpected answer to %s", methodAutomationRun)
+					return errs.Wrap(err, errs.Internal, "unexpected answer to %s", api.MethodAutomationRun)
 				}
 				line := res.Run.ID + " " + res.Run.Status
 				if res.Run.TurnID != "" {
@@ -439,7 +428,7 @@ func (a *app) automationsRunsCommand() *cobra.Command {
 				Runs       []runView `json:"runs"`
 				NextCursor string    `json:"nextCursor"`
 			}
-			return a.automationCall(cmd, methodAutomationRuns, params, &res, func() {
+			return a.automationCall(cmd, api.MethodAutomationRuns, params, &res, func() {
 				if len(res.Runs) == 0 {
 					fmt.Fprintln(a.stdout, "no runs")
 					return

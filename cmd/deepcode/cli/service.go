@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/deepcode-dev/deepcode/shared/topology"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -158,6 +160,11 @@ func (a *app) printStatus(st mgmt.Status, note string) {
 		}
 	}
 	fmt.Fprintf(w, "  services:   %s\n", strings.Join(parts, ", "))
+	for _, n := range names {
+		if s := st.Services[n]; s.Reason != "" {
+			fmt.Fprintf(w, "  %s %s: %s (%s)\n", n, s.State, s.Reason, s.Code)
+		}
+	}
 }
 
 type stopOptions struct {
@@ -246,10 +253,17 @@ func (a *app) restartCommand() *cobra.Command {
 func (a *app) logsCommand() *cobra.Command {
 	var lines int
 	var follow bool
+	var since, level string
+	var services []string
 	cmd := &cobra.Command{
 		Use:   "logs",
 		Short: "Print the service log (from the journal when installed under systemd)",
-		Args:  cobra.NoArgs,
+		Long: `Print the last records of the service log, oldest first, in time order across services.
+
+--since, --level and --service select records; --lines counts what they select. With --json
+every record is one JSON object on a line of its own: time, level, service, msg, then its
+attributes (a line that is not a record, such as a crash's trace, is {"time", "raw": true, "msg"}).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := a.setup(cmd, nil); err != nil {
 				return err
@@ -260,22 +274,72 @@ func (a *app) logsCommand() *cobra.Command {
 			if follow && a.jsonOut {
 				return &exitError{code: exitUsage, err: errs.New(errs.UsageError, "--follow cannot be combined with --json")}
 			}
-			if args, ok := a.journalLogArgs(lines, follow); ok {
-				return a.journalLogs(cmd.Context(), args)
+			filter, err := logFilter(since, level, services)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			filtered := !filter.Since.IsZero() || filter.MinLevel != nil || len(filter.Services) > 0
+			if follow && filtered {
+				return &exitError{code: exitUsage, err: errs.New(errs.UsageError, "--follow cannot be combined with --since, --level or --service: filter the followed lines with grep")}
+			}
+			// With a filter, every line kept is read, and --lines counts the
+			// records it selects.
+			read := lines
+			if filtered && lines > 0 {
+				read = maxLogLines
+			}
+			if args, ok := a.journalLogArgs(read, follow); ok {
+				return a.journalLogs(cmd.Context(), args, lines, filter)
 			}
 			if follow {
 				// One open of the file for the tail and the follow: nothing
 				// written in between is lost.
 				return logging.TailFollow(cmd.Context(), a.layout.ServiceLog(), lines, a.stdout, 200*time.Millisecond)
 			}
-			got, err := logging.Tail(a.layout.ServiceLog(), lines)
-			return a.printLog(got, err)
+			got, err := logging.Tail(a.layout.ServiceLog(), read)
+			return a.printLog(got, err, lines, filter)
 		},
 	}
-	cmd.Flags().IntVarP(&lines, "lines", "n", 50, "how many of the last lines to print")
+	cmd.Flags().IntVarP(&lines, "lines", "n", 50, "how many of the last records to print")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing lines as they are written (Ctrl-C ends)")
-	cmd.Flags().BoolVar(&a.jsonOut, "json", false, `print {"logs": "<text>"}`)
+	cmd.Flags().StringVar(&since, "since", "", "only records from this time on: a duration back from now (10m, 2h) or an RFC 3339 time")
+	cmd.Flags().StringVar(&level, "level", "", "only records at this level or above: debug, info, warn or error")
+	cmd.Flags().StringSliceVar(&services, "service", nil, "only records of these services (and the supervisor's about them): supervisor, manager, gateway, agentd, termhost, scheduler")
+	cmd.Flags().BoolVar(&a.jsonOut, "json", false, "print one JSON object per record")
 	return cmd
+}
+
+// maxLogLines bounds what a filtered `service logs` reads: more than the
+// live log and its backups hold.
+const maxLogLines = 1 << 20
+
+// logFilter checks and converts the filter flags of `service logs`.
+func logFilter(since, level string, services []string) (logging.Filter, error) {
+	var f logging.Filter
+	if since != "" {
+		if d, err := time.ParseDuration(since); err == nil && d >= 0 {
+			f.Since = time.Now().Add(-d)
+		} else if t, err := time.Parse(time.RFC3339, since); err == nil {
+			f.Since = t
+		} else {
+			return f, errs.New(errs.UsageError, "--since %q is neither a duration (10m, 2h) nor an RFC 3339 time (2026-12-02T10:00:00Z)", since)
+		}
+	}
+	if level != "" {
+		l, err := logging.ParseLevel(level)
+		if err != nil {
+			return f, errs.New(errs.UsageError, "--level %q: use debug, info, warn or error", level)
+		}
+		f.MinLevel = &l
+	}
+	known := append([]string{"supervisor"}, topology.Names()...)
+	for _, s := range services {
+		if !slices.Contains(known, s) {
+			return f, errs.New(errs.UsageError, "--service %q: use one of %s", s, strings.Join(known, ", "))
+		}
+		f.Services = append(f.Services, s)
+	}
+	return f, nil
 }
 
 // journalLogArgs are journalctl's arguments when this database is installed
@@ -300,7 +364,7 @@ func (a *app) journalLogArgs(lines int, follow bool) ([]string, bool) {
 
 // journalLogs prints the instance's records from the journal through
 // journalctl, which is how the journal is read without linking libsystemd.
-func (a *app) journalLogs(ctx context.Context, args []string) error {
+func (a *app) journalLogs(ctx context.Context, args []string, lines int, filter logging.Filter) error {
 	bin, err := exec.LookPath("journalctl")
 	if err != nil {
 		return errs.New(errs.NotFound, "this instance is installed under systemd, whose services log to the journal, and journalctl is not on PATH: install systemd's journalctl or read the journal with another tool")
@@ -308,7 +372,7 @@ func (a *app) journalLogs(ctx context.Context, args []string) error {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if !a.jsonOut {
+	if !a.jsonOut && filter.Since.IsZero() && filter.MinLevel == nil && len(filter.Services) == 0 {
 		cmd.Stdout = a.stdout
 		if err := cmd.Run(); err != nil && ctx.Err() == nil {
 			return errs.New(errs.Internal, "journalctl %s failed: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
@@ -324,12 +388,37 @@ func (a *app) journalLogs(ctx context.Context, args []string) error {
 	if text != "" {
 		got = strings.Split(text, "\n")
 	}
-	return a.printLog(got, nil)
+	return a.printLog(got, nil, lines, filter)
 }
 
-// printLog prints lines read from the service log, or {"logs": text} with
-// --json; a missing log is NOT_FOUND with what it means.
-func (a *app) printLog(got []string, err error) error {
+// printLog prints the last n records that filter selects among lines read
+// from the service log, in time order: as they were written, or with --json
+// one JSON object per record. A missing log is NOT_FOUND with what it means.
+func (a *app) printLog(got []string, err error, n int, filter logging.Filter) error {
+	if err != nil {
+		if errs.Is(err, errs.NotFound) {
+			return errs.New(errs.NotFound, "no service log yet at %s: the service has not run with this database", a.layout.ServiceLog())
+		}
+		return err
+	}
+	recs := logging.Records(got, filter)
+	if len(recs) > n {
+		recs = recs[len(recs)-n:]
+	}
+	for _, r := range recs {
+		if a.jsonOut {
+			a.printJSON(r)
+		} else {
+			fmt.Fprintln(a.stdout, r.Line)
+		}
+	}
+	return nil
+}
+
+// printLogBlob prints lines read from the service log, or {"logs": text}
+// with --json (the shape seed 004 gives `agents daemon logs`); a missing
+// log is NOT_FOUND with what it means.
+func (a *app) printLogBlob(got []string, err error) error {
 	if err != nil {
 		if errs.Is(err, errs.NotFound) {
 			return errs.New(errs.NotFound, "no service log yet at %s: the service has not run with this database", a.layout.ServiceLog())

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/deepcode-dev/deepcode/shared/topology"
 	"net"
 	"os"
 	"os/exec"
@@ -93,7 +94,7 @@ type doctorCheck struct {
 }
 
 // serviceBinaries are the binaries a managed instance runs.
-var serviceBinaries = []string{"manager", "gateway", "scheduler", "agentd", "termhost"}
+var serviceBinaries = topology.Names()
 
 // invokedExecutable is this command's path as invoked: os.Args[0], looked
 // up in PATH when it has no slash, made absolute, with symlinks kept (a

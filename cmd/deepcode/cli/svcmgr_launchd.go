@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/deepcode-dev/deepcode/shared/topology"
 	"net"
 	"os"
 	"path/filepath"
@@ -25,13 +26,7 @@ import (
 // supervisedSockets are the Unix sockets of an instance by activation name
 // (the supervisor's listener names, the LaunchAgent's Sockets keys), in the
 // supervisor's start order. The gateway's TCP port is "http".
-var supervisedSockets = []struct{ name, file string }{
-	{"manager", paths.ManagerSocket},
-	{"gateway", paths.GatewaySocket},
-	{"scheduler", paths.SchedulerSocket},
-	{"agentd", paths.AgentdSocket},
-	{"termhost", paths.TermhostSocket},
-}
+var supervisedSockets = topology.UnixSockets()
 
 // launchdAgent is the LaunchAgent for rec: launchd creates the instance's
 // sockets where the layout puts them (and the TCP port) and runs the
@@ -47,7 +42,7 @@ func launchdAgent(l *paths.Layout, rec installRecord) (*launchd.Agent, error) {
 		LogPath:          l.ServiceLog(),
 	}
 	for _, s := range supervisedSockets {
-		a.Sockets = append(a.Sockets, launchd.Socket{Name: s.name, Path: l.Socket(s.file)})
+		a.Sockets = append(a.Sockets, launchd.Socket{Name: s.Name, Path: l.Socket(s.File)})
 	}
 	a.Sockets = append(a.Sockets, launchd.Socket{Name: "http", Port: rec.Port})
 	if err := a.Validate(); err != nil {
@@ -157,7 +152,7 @@ func (m *launchdManager) Uninstall(ctx context.Context, rec *installRecord) ([]s
 	// launchd's socket files outlive the job. Those nobody serves go; a
 	// manually started instance's are left alone.
 	for _, s := range supervisedSockets {
-		p := m.layout.Socket(s.file)
+		p := m.layout.Socket(s.File)
 		if fi, err := os.Lstat(p); err != nil || fi.Mode()&os.ModeSocket == 0 {
 			continue
 		}

@@ -4,9 +4,6 @@ package api
 // keeps whole beside its payload — a shell call's whole output ("output"),
 // a changed file before and after the change ("before", "after").
 
-// MethodTurnItemBlob reads a range of an item's blob.
-const MethodTurnItemBlob = "turn/item/blob"
-
 // TurnItemBlobParams are turn/item/blob's parameters.
 type TurnItemBlobParams struct {
 	ThreadID string `json:"threadId"`
@@ -34,5 +31,3 @@ type TurnItemBlobResult struct {
 	NextOffset int64  `json:"nextOffset"`
 	EOF        bool   `json:"eof"`
 }
-
-func init() { RequestRetry[MethodTurnItemBlob] = RetrySafe }

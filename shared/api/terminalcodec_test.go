@@ -1,4 +1,4 @@
-package termhost
+package api
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 
 func intPtr(n int) *int { return &n }
 
-var readResultSeeds = []ReadResult{
+var terminalReadResultSeeds = []TerminalReadResult{
 	{},
 	{Offset: 1, NextOffset: 2, Data: "plain", AvailableFrom: 3, HeadOffset: 4, HasMore: true},
 	{Data: "\x1b[1;32m$ \x1b[0mls\r\nfile <a> & \"b\" \\c\r\n\u2028\u00e9\U0001F600", Truncated: true, Exited: true, ExitCode: intPtr(0)},
@@ -20,14 +20,14 @@ var readResultSeeds = []ReadResult{
 
 // TestReadResultAppendJSON: AppendJSON writes what json.Marshal writes.
 func TestReadResultAppendJSON(t *testing.T) {
-	for _, r := range readResultSeeds {
+	for _, r := range terminalReadResultSeeds {
 		checkAppendJSON(t, r)
 	}
 }
 
-func checkAppendJSON(t *testing.T, r ReadResult) {
+func checkAppendJSON(t *testing.T, r TerminalReadResult) {
 	t.Helper()
-	want, err := json.Marshal(readResultJSON(r))
+	want, err := json.Marshal(terminalReadResultJSON(r))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,30 +57,30 @@ func TestReadResultUnmarshalJSON(t *testing.T) {
 	for _, s := range unmarshalSeeds {
 		checkUnmarshal(t, []byte(s))
 	}
-	for _, r := range readResultSeeds {
-		b, _ := json.Marshal(readResultJSON(r))
+	for _, r := range terminalReadResultSeeds {
+		b, _ := json.Marshal(terminalReadResultJSON(r))
 		checkUnmarshal(t, b)
 	}
 }
 
 // prior is a result holding values before a decode; its exit code is a
 // pointer json.Unmarshal writes through.
-func prior() (ReadResult, *int) {
+func prior() (TerminalReadResult, *int) {
 	code := 42
-	return ReadResult{Offset: 7, NextOffset: 8, Data: "old", AvailableFrom: 9, Truncated: true, HeadOffset: 10, HasMore: true, Exited: true, ExitCode: &code}, &code
+	return TerminalReadResult{Offset: 7, NextOffset: 8, Data: "old", AvailableFrom: 9, Truncated: true, HeadOffset: 10, HasMore: true, Exited: true, ExitCode: &code}, &code
 }
 
 func checkUnmarshal(t *testing.T, data []byte) {
 	t.Helper()
 	for _, fresh := range []bool{true, false} {
-		var got, want ReadResult
+		var got, want TerminalReadResult
 		var gotCode, wantCode *int
 		if !fresh {
 			got, gotCode = prior()
 			want, wantCode = prior()
 		}
 		gotErr := got.UnmarshalJSON(data)
-		wantErr := json.Unmarshal(data, (*readResultJSON)(&want))
+		wantErr := json.Unmarshal(data, (*terminalReadResultJSON)(&want))
 		if (gotErr == nil) != (wantErr == nil) {
 			t.Fatalf("%q: UnmarshalJSON error %v, json.Unmarshal error %v", data, gotErr, wantErr)
 		}
@@ -91,10 +91,10 @@ func checkUnmarshal(t *testing.T, data []byte) {
 			t.Fatalf("%q: the exit code pointer was replaced differently", data)
 		}
 		// And through json.Unmarshal, which checks the syntax first.
-		var via ReadResult
-		var ref ReadResult
+		var via TerminalReadResult
+		var ref TerminalReadResult
 		viaErr := json.Unmarshal(data, &via)
-		refErr := json.Unmarshal(data, (*readResultJSON)(&ref))
+		refErr := json.Unmarshal(data, (*terminalReadResultJSON)(&ref))
 		if (viaErr == nil) != (refErr == nil) || !reflect.DeepEqual(via, ref) {
 			t.Fatalf("%q: json.Unmarshal with the method: %+v, %v; without: %+v, %v", data, via, viaErr, ref, refErr)
 		}
@@ -105,12 +105,12 @@ func FuzzReadResultCodec(f *testing.F) {
 	for _, s := range unmarshalSeeds {
 		f.Add([]byte(s), "", int64(0), false)
 	}
-	for _, r := range readResultSeeds {
+	for _, r := range terminalReadResultSeeds {
 		f.Add([]byte(`{}`), r.Data, r.Offset, r.Truncated)
 	}
 	f.Fuzz(func(t *testing.T, data []byte, text string, n int64, flag bool) {
 		checkUnmarshal(t, data)
-		r := ReadResult{Offset: n, NextOffset: -n, Data: text, AvailableFrom: n / 3, Truncated: flag, HeadOffset: n ^ 0x5555, HasMore: !flag, Exited: flag}
+		r := TerminalReadResult{Offset: n, NextOffset: -n, Data: text, AvailableFrom: n / 3, Truncated: flag, HeadOffset: n ^ 0x5555, HasMore: !flag, Exited: flag}
 		if flag {
 			r.ExitCode = intPtr(int(n))
 		}

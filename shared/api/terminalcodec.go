@@ -1,4 +1,4 @@
-package termhost
+package api
 
 import (
 	"encoding/json"
@@ -7,27 +7,40 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/rpc"
 )
 
-// A ReadResult carries up to 64 KiB of text. encoding/json looks at every
+// TerminalReadResult answers terminal/read.
+type TerminalReadResult struct {
+	Offset        int64  `json:"offset"`
+	NextOffset    int64  `json:"nextOffset"`
+	Data          string `json:"data"`
+	AvailableFrom int64  `json:"availableFrom"`
+	Truncated     bool   `json:"truncated"`
+	HeadOffset    int64  `json:"headOffset"`
+	HasMore       bool   `json:"hasMore"`
+	Exited        bool   `json:"exited"`
+	ExitCode      *int   `json:"exitCode,omitempty"`
+}
+
+// A TerminalReadResult carries up to 64 KiB of text. encoding/json looks at every
 // byte of it several times (json.Marshal escapes byte by byte;
 // json.Unmarshal checks the whole input, scans it again, then unquotes),
 // which made the codec most of a page's round trip. AppendJSON and
 // UnmarshalJSON produce and accept exactly what encoding/json does (see
 // FuzzReadResultCodec), but move through plain text eight bytes at a time.
 
-// readResultJSON is ReadResult without its methods: encoding/json's own
+// terminalReadResultJSON is TerminalReadResult without its methods: encoding/json's own
 // encoding, the reference and the fallback.
-type readResultJSON ReadResult
+type terminalReadResultJSON TerminalReadResult
 
-// readResultRoom is more than the members of a ReadResult take beside the
+// terminalReadResultRoom is more than the members of a TerminalReadResult take beside the
 // text: names, five integers, three booleans, quotes and braces.
-const readResultRoom = 256
+const terminalReadResultRoom = 256
 
 // AppendJSON appends r as json.Marshal encodes it (rpc.JSONAppender).
-func (r ReadResult) AppendJSON(b []byte) ([]byte, error) {
+func (r TerminalReadResult) AppendJSON(b []byte) ([]byte, error) {
 	// Room for the page once (plain text is copied as it is) and the
 	// other members, instead of growing step by step. (slices.Grow would
 	// zero the room first: a 64 KiB clear for nothing.)
-	if need := len(r.Data) + readResultRoom; cap(b)-len(b) < need {
+	if need := len(r.Data) + terminalReadResultRoom; cap(b)-len(b) < need {
 		nb := make([]byte, len(b), len(b)+need)
 		copy(nb, b)
 		b = nb
@@ -55,7 +68,7 @@ func (r ReadResult) AppendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// The members of a ReadResult, as bits of a set.
+// The members of a TerminalReadResult, as bits of a set.
 const (
 	fOffset = 1 << iota
 	fNextOffset
@@ -69,13 +82,13 @@ const (
 )
 
 // UnmarshalJSON decodes data as json.Unmarshal decodes it into a
-// ReadResult without this method. The fast path takes an object whose
+// TerminalReadResult without this method. The fast path takes an object whose
 // names are exactly the members' (each at most once, in any order) with
 // integers, booleans and a string as values; anything else (null, other
 // spellings of a name, unknown members, fractions, errors) is left to
 // encoding/json itself. Nothing is stored unless the whole value decodes,
 // and members that are absent are left as they are, as json.Unmarshal does.
-func (r *ReadResult) UnmarshalJSON(data []byte) error {
+func (r *TerminalReadResult) UnmarshalJSON(data []byte) error {
 	// Decoded into a copy, stored whole at the end: absent members keep
 	// their values, and nothing is stored if the fast path gives up.
 	v := *r
@@ -175,8 +188,8 @@ func (r *ReadResult) UnmarshalJSON(data []byte) error {
 }
 
 // fallback decodes with encoding/json, errors included.
-func (r *ReadResult) fallback(data []byte) error {
-	return json.Unmarshal(data, (*readResultJSON)(r))
+func (r *TerminalReadResult) fallback(data []byte) error {
+	return json.Unmarshal(data, (*terminalReadResultJSON)(r))
 }
 
 func skipSpace(data []byte, i int) int {
