@@ -6,7 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X github.com/deepcode-dev/deepcode/shared/buildinfo.Version=$(VERSION)
 SERVICES := deepcode-manager deepcode-gateway deepcode-supervisor deepcode-agentd deepcode-termhost deepcode-scheduler
 
-.PHONY: all build install uninstall test fmt-check vet staticcheck unit bench fuzz cross clean web package chaos
+.PHONY: all build install uninstall test fmt-check vet staticcheck unit bench fuzz cross clean web web-shots package chaos
 
 all: build
 
@@ -19,6 +19,14 @@ build:
 ## embedded by the gateway) reproducibly from the pinned npm packages
 web:
 	cd services/gateway/web && npm ci --ignore-scripts --no-audit --no-fund && npm run build
+
+## web-shots: run the browser test and keep a screenshot of each view at
+## 390 and 1280 px in web-shots/ (SHOTS=dir to choose another folder); they
+## are for people to look at, not compared pixel by pixel.
+SHOTS ?= $(CURDIR)/web-shots
+web-shots:
+	DEEPCODE_WEB_SHOTS=$(abspath $(SHOTS)) go test -count=1 -run '^TestBrowserWebClient$$' ./services/gateway
+	@ls $(abspath $(SHOTS))
 
 ## install: deepcode into $(PREFIX)/bin, the services into $(PREFIX)/libexec/deepcode
 install: build

@@ -34,7 +34,7 @@ func (a *Agentd) methods(mux *rpc.Mux) {
 		if err != nil {
 			return api.ThreadListResult{}, err
 		}
-		ths, next, err := listThreads(ctx, a.e.q, "", p.Cursor, limit)
+		ths, next, err := listThreadsIn(ctx, a.e.q, "", p.Cursor, limit, p.Archived)
 		if err != nil {
 			return api.ThreadListResult{}, err
 		}
@@ -102,6 +102,7 @@ func (a *Agentd) methods(mux *rpc.Mux) {
 	}))
 	mux.Handle(api.MethodApprovalReply, rpc.Method(a.respond))
 	a.agentMethods(mux)
+	a.threadAdminMethods(mux)
 }
 
 // initialize checks the protocol version and subscribes the connection to

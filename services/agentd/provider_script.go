@@ -1,11 +1,13 @@
 package agentd
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/deepcode-dev/deepcode/shared/errs"
 )
@@ -43,6 +45,31 @@ type FilePayload struct {
 	Path   string `json:"path"`
 	Action string `json:"action"`
 	Bytes  int    `json:"bytes"`
+	// Before and After are the file's text around the change, for a diff;
+	// both are absent and Truncated is set when either is over
+	// maxDiffText or not UTF-8 text.
+	Before    *string `json:"before,omitempty"`
+	After     *string `json:"after,omitempty"`
+	Truncated bool    `json:"truncated,omitempty"`
+}
+
+// maxDiffText bounds the text a file-change item carries for its diff.
+const maxDiffText = 64 << 10
+
+// withContent adds the before and after text to a completed change when
+// both are small text.
+func (p FilePayload) withContent(before []byte, existed bool, after []byte) FilePayload {
+	if len(before) > maxDiffText || len(after) > maxDiffText || !utf8.Valid(before) || !utf8.Valid(after) ||
+		bytes.IndexByte(before, 0) >= 0 || bytes.IndexByte(after, 0) >= 0 {
+		p.Truncated = true
+		return p
+	}
+	b, a := string(before), string(after)
+	if existed {
+		p.Before = &b
+	}
+	p.After = &a
+	return p
 }
 
 func (scriptProvider) Run(ctx context.Context, t *TurnRun) error {
@@ -144,6 +171,18 @@ func writeStep(t *TurnRun, verb, rest string) error {
 		t.Sink.CompleteItem(item, ItemFailed, FilePayload{Path: rel, Action: verb})
 		return errs.Wrap(err, errs.TaskFailed, "cannot create the folder of %s", rel)
 	}
+	// What the file held, for the item's diff (bounded: a large file is
+	// only marked).
+	var before []byte
+	existed := false
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+		existed = true
+		if fi.Size() <= maxDiffText {
+			before, _ = os.ReadFile(path)
+		} else {
+			before = make([]byte, maxDiffText+1)
+		}
+	}
 	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	data := text
 	if verb == "append" {
@@ -161,7 +200,11 @@ func writeStep(t *TurnRun, verb, rest string) error {
 		t.Sink.CompleteItem(item, ItemFailed, FilePayload{Path: rel, Action: verb})
 		return errs.Wrap(err, errs.TaskFailed, "cannot write %s", rel)
 	}
-	t.Sink.CompleteItem(item, ItemCompleted, FilePayload{Path: rel, Action: verb, Bytes: len(data)})
+	after := []byte(data)
+	if verb == "append" {
+		after = append(append([]byte{}, before...), data...)
+	}
+	t.Sink.CompleteItem(item, ItemCompleted, FilePayload{Path: rel, Action: verb, Bytes: len(data)}.withContent(before, existed, after))
 	return nil
 }
 

@@ -30,12 +30,13 @@ const activeTurns = `turns INDEXED BY turns_active`
 const activeStatus = `status IN ('queued', 'starting', 'running', 'waitingApproval')`
 
 const threadColumns = `t.id, t.workspace, t.profile, t.title, t.kind, t.head_sequence, t.turn_count, t.created_at, t.updated_at,
-	COALESCE((SELECT status FROM ` + activeTurns + ` WHERE thread_id = t.id AND ` + activeStatus + ` ORDER BY ordinal LIMIT 1), 'idle')`
+	COALESCE((SELECT status FROM ` + activeTurns + ` WHERE thread_id = t.id AND ` + activeStatus + ` ORDER BY ordinal LIMIT 1), 'idle'),
+	COALESCE((SELECT status FROM turns WHERE thread_id = t.id ORDER BY ordinal DESC LIMIT 1), ''), t.archived_at IS NOT NULL`
 
 func scanThread(row interface{ Scan(...any) error }) (Thread, error) {
 	var th Thread
 	var created, updated int64
-	err := row.Scan(&th.ID, &th.Workspace, &th.Profile, &th.Title, &th.Kind, &th.HeadSequence, &th.TurnCount, &created, &updated, &th.Status)
+	err := row.Scan(&th.ID, &th.Workspace, &th.Profile, &th.Title, &th.Kind, &th.HeadSequence, &th.TurnCount, &created, &updated, &th.Status, &th.LastTurnStatus, &th.Archived)
 	th.CreatedAt, th.UpdatedAt = fromMS(created), fromMS(updated)
 	return th, err
 }
@@ -72,8 +73,16 @@ func decodeCursor(s string) (threadCursor, error) {
 }
 
 func listThreads(ctx context.Context, q querier, kind, cursor string, limit int) ([]Thread, string, error) {
+	return listThreadsIn(ctx, q, kind, cursor, limit, false)
+}
+
+// listThreadsIn lists the archived threads, or the others.
+func listThreadsIn(ctx context.Context, q querier, kind, cursor string, limit int, archived bool) ([]Thread, string, error) {
 	args := []any{}
-	where := []string{}
+	where := []string{"t.archived_at IS NULL"}
+	if archived {
+		where[0] = "t.archived_at IS NOT NULL"
+	}
 	if kind != "" {
 		where = append(where, "t.kind = ?")
 		args = append(args, kind)

@@ -51,7 +51,7 @@ func TestBrowserWebClient(t *testing.T) {
 	env.MustRun("service", "start", "--port", "0")
 	workspace := t.TempDir()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, filepath.Join("test", "e2e.mjs"))
 	cmd.Dir = webDir

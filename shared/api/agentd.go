@@ -24,6 +24,10 @@ type Thread struct {
 	TurnCount    int       `json:"turnCount"`
 	CreatedAt    time.Time `json:"createdAt"`
 	UpdatedAt    time.Time `json:"updatedAt"`
+	// LastTurnStatus is the status of the latest turn ("" before the first).
+	LastTurnStatus string `json:"lastTurnStatus,omitempty"`
+	// Archived threads are left out of thread/list and thread/search.
+	Archived bool `json:"archived,omitempty"`
 }
 
 // TurnError is why a turn did not complete.
@@ -122,6 +126,8 @@ type ThreadResult struct {
 type PageParams struct {
 	Cursor string `json:"cursor,omitempty"`
 	Limit  int    `json:"limit,omitempty"`
+	// Archived lists the archived threads instead (thread/list only).
+	Archived bool `json:"archived,omitempty"`
 }
 
 // ThreadListResult answers thread/list.

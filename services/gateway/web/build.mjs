@@ -33,21 +33,25 @@ const common = {
 
 /** Every dist file (but build-id.txt) built with this id. */
 async function bundle(id) {
+  // ES modules with code splitting: the terminal, the highlighter and the
+  // diff view are chunks loaded on first use (content-hashed names, in the
+  // same flat assets/ folder as the entry).
   const js = await build({
     ...common,
-    entryPoints: ['src/main.ts'],
-    outfile: 'app.js',
-    format: 'iife',
+    entryPoints: { [`app.${id}`]: 'src/main.ts' },
+    outdir: 'assets',
+    splitting: true,
+    format: 'esm',
+    chunkNames: 'chunk-[hash]',
     platform: 'browser',
     define: { __BUILD_ID__: JSON.stringify(id), __APP_VERSION__: JSON.stringify(pkg.version) },
   });
   const css = await build({ ...common, entryPoints: ['src/app.css'], outfile: 'app.css' });
   const html = (await readFile(join(root, 'src/index.html'), 'utf8')).replaceAll('__BUILD_ID__', id);
-  return new Map([
-    ['index.html', html],
-    [`assets/app.${id}.js`, js.outputFiles[0].text],
-    [`assets/app.${id}.css`, css.outputFiles[0].text],
-  ]);
+  const files = new Map([['index.html', html]]);
+  for (const f of js.outputFiles) files.set(`assets/${f.path.slice(f.path.lastIndexOf('/') + 1)}`, f.text);
+  files.set(`assets/app.${id}.css`, css.outputFiles[0].text);
+  return files;
 }
 
 export function buildId(files, id) {

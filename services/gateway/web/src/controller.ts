@@ -4,11 +4,12 @@
 
 import { logout } from './auth';
 import { newMessageId } from './ids';
+import { humanError, type ErrorAction } from './labels';
 import { ThreadModel } from './model';
 import { RpcError } from './rpc';
 import { Offline, ResultUnknown, type BrowserRuntime } from './runtime';
 import { ThreadEventStream } from './stream';
-import type { Approval, ReplayResult, Thread, ThreadEvent } from './types';
+import type { Approval, Profile, ReplayResult, SearchHit, Thread, ThreadEvent, Workspace } from './types';
 
 export type NoticeKind = 'error' | 'unknown' | 'info';
 
@@ -16,7 +17,20 @@ export interface Notice {
   id: number;
   kind: NoticeKind;
   text: string;
+  /** The error code behind it (for tests and support), never shown as the message. */
+  code?: string;
+  action?: { label: string; run: () => void };
 }
+
+export type Theme = 'light' | 'dark' | 'system';
+/** What plain Enter does in the composer. */
+export type EnterMode = 'send' | 'newline';
+
+/** Notices shown at once; older ones leave first. */
+const MAX_NOTICES = 3;
+/** How long a notice stays (ms); errors with an action stay longer. */
+const NOTICE_MS = 6000;
+const ACTION_NOTICE_MS = 15000;
 
 export interface NewThread {
   workspace: string;
@@ -26,6 +40,9 @@ export interface NewThread {
 }
 
 const SELECTED_KEY = 'deepcode.selectedThread';
+const THEME_KEY = 'deepcode.theme';
+const ENTER_KEY = 'deepcode.enter';
+const TERMINAL_KEY = 'deepcode.terminalOpen';
 /** Threads read per thread/list page. */
 const THREAD_PAGE = 100;
 
@@ -39,6 +56,16 @@ export class Controller {
   recovering = false;
   streamError: string | null = null;
   notices: Notice[] = [];
+  /** The search box's text; results replace the list while it is not empty. */
+  query = '';
+  searchHits: SearchHit[] | null = null;
+  workspaces: Workspace[] = [];
+  profiles: Profile[] = [];
+  theme: Theme = 'system';
+  enterMode: EnterMode = 'send';
+  /** The sidebar drawer on narrow screens. */
+  drawerOpen = false;
+  terminalOpen = false;
 
   private readonly listeners = new Set<() => void>();
   private scheduled = false;
@@ -48,16 +75,27 @@ export class Controller {
   /** The key of a keyed submission whose outcome is not known yet: resending the same request reuses it. */
   private unsettled: { signature: string; messageId: string } | undefined;
 
+  private readonly noticeTimers = new Map<number, ReturnType<typeof setTimeout>>();
+  private searchSeq = 0;
+
   constructor(
     readonly rt: BrowserRuntime,
     private readonly storage: Storage | null,
+    private readonly prefs: Storage | null = null,
   ) {
+    const theme = prefs?.getItem(THEME_KEY);
+    if (theme === 'light' || theme === 'dark') this.theme = theme;
+    if (prefs?.getItem(ENTER_KEY) === 'newline') this.enterMode = 'newline';
+    this.terminalOpen = storage?.getItem(TERMINAL_KEY) === '1';
     rt.onState((s) => {
       // Nothing more can be read: stop following the thread.
       if (s.kind === 'signedOut' || s.kind === 'stale' || s.kind === 'failed') this.disposeSync?.();
       this.changed();
     });
-    rt.onReady(() => void this.refreshThreads());
+    rt.onReady(() => {
+      void this.refreshThreads();
+      void this.loadPickers();
+    });
     rt.on('thread.event', (p) => this.sawEvent(p as ThreadEvent));
     const saved = storage?.getItem(SELECTED_KEY);
     if (saved) this.select(saved);
@@ -131,6 +169,7 @@ export class Controller {
       return;
     }
     this.storage?.setItem(SELECTED_KEY, threadId);
+    this.drawerOpen = false;
     const model = new ThreadModel(threadId);
     this.model = model;
     const stream = new ThreadEventStream(threadId, (p) => this.rt.call<ReplayResult>('event/replay', p), {
@@ -148,7 +187,8 @@ export class Controller {
           this.select(null); // the thread is gone (or belongs to another database)
           return;
         }
-        this.streamError = `${describe(err)}${fatal ? '' : ' — retrying'}`;
+        const code = err instanceof RpcError ? err.code : 'SERVICE_UNAVAILABLE';
+        this.streamError = `${humanError('event/replay', code).text}${fatal ? '' : ' Retrying…'}`;
         this.changed();
       },
     });
@@ -175,11 +215,97 @@ export class Controller {
       const res = await this.rt.call<{ thread: Thread }>('thread/start', params);
       this.threads = [res.thread, ...this.threads.filter((t) => t.id !== res.thread.id)];
       this.select(res.thread.id);
+      this.drawerOpen = false;
+      void this.loadPickers();
       return true;
     } catch (err) {
-      this.report('thread/start', err);
+      this.report('thread/start', err, () => void this.createThread(p), () => void this.createThread({ ...p, trust: true }));
       return false;
     }
+  }
+
+  /** Reads the recent workspaces and the profiles for the pickers. */
+  async loadPickers(): Promise<void> {
+    try {
+      const [w, p] = await Promise.all([
+        this.rt.call<{ workspaces: Workspace[] }>('workspace/list', { limit: 20 }),
+        this.rt.call<{ profiles: Profile[] }>('profile/list', {}),
+      ]);
+      this.workspaces = w.workspaces;
+      this.profiles = p.profiles;
+      this.changed();
+    } catch {
+      // An older service without these methods: the fields stay free text.
+    }
+  }
+
+  async rename(threadId: string, title: string): Promise<boolean> {
+    try {
+      const res = await this.rt.call<{ thread: Thread }>('thread/rename', { threadId, title: title.trim() });
+      this.threads = this.threads.map((t) => (t.id === threadId ? res.thread : t));
+      this.changed();
+      return true;
+    } catch (err) {
+      this.report('thread/rename', err);
+      return false;
+    }
+  }
+
+  /** Archives (or brings back) a thread; archived threads leave the list. */
+  async archive(threadId: string, archived = true): Promise<void> {
+    try {
+      await this.rt.call('thread/archive', { threadId, archived });
+      this.threads = this.threads.filter((t) => t.id !== threadId);
+      if (this.model?.threadId === threadId) this.select(null);
+      this.notice('info', archived ? 'Thread archived.' : 'Thread restored.', undefined, archived ? { label: 'Undo', run: () => void this.archive(threadId, false).then(() => this.refreshThreads()) } : undefined);
+    } catch (err) {
+      this.report('thread/archive', err);
+    }
+  }
+
+  /** Searches threads by title and text; an empty query shows the list again. */
+  async search(query: string): Promise<void> {
+    this.query = query;
+    const seq = ++this.searchSeq;
+    if (query.trim() === '') {
+      this.searchHits = null;
+      this.changed();
+      return;
+    }
+    this.changed();
+    try {
+      const res = await this.rt.call<{ hits: SearchHit[] }>('thread/search', { query: query.trim(), limit: 50 });
+      if (seq !== this.searchSeq) return; // a newer query is on its way
+      this.searchHits = res.hits;
+      this.changed();
+    } catch (err) {
+      if (seq === this.searchSeq) this.report('thread/search', err);
+    }
+  }
+
+  setTheme(theme: Theme): void {
+    this.theme = theme;
+    if (theme === 'system') this.prefs?.removeItem(THEME_KEY);
+    else this.prefs?.setItem(THEME_KEY, theme);
+    this.changed();
+  }
+
+  setEnterMode(mode: EnterMode): void {
+    this.enterMode = mode;
+    this.prefs?.setItem(ENTER_KEY, mode);
+    this.changed();
+  }
+
+  toggleDrawer(open?: boolean): void {
+    this.drawerOpen = open ?? !this.drawerOpen;
+    this.changed();
+  }
+
+  toggleTerminal(open?: boolean): void {
+    this.terminalOpen = open ?? !this.terminalOpen;
+    if (this.terminalOpen) this.storage?.setItem(TERMINAL_KEY, '1');
+    else this.storage?.removeItem(TERMINAL_KEY);
+    this.changed();
   }
 
   /** Starts a turn, or queues one behind the active turn; with steer, adds the text to the running turn. */
@@ -192,7 +318,7 @@ export class Controller {
     const params: Record<string, unknown> = { threadId, input: { text } };
     if (steer) {
       if (!active) {
-        this.notice('error', 'No turn is running to steer.');
+        this.notice('error', 'No turn is running, so there is nothing to steer. Send the message instead.');
         return false;
       }
       method = 'turn/steer';
@@ -243,12 +369,22 @@ export class Controller {
   }
 
   dismiss(id: number): void {
+    clearTimeout(this.noticeTimers.get(id));
+    this.noticeTimers.delete(id);
     this.notices = this.notices.filter((n) => n.id !== id);
     this.changed();
   }
 
-  notice(kind: NoticeKind, text: string): void {
-    this.notices = [...this.notices.slice(-4), { id: ++this.noticeId, kind, text }];
+  /** Shows a notice; it dismisses itself, and at most MAX_NOTICES stay (the oldest leave). */
+  notice(kind: NoticeKind, text: string, code?: string, action?: Notice['action']): void {
+    // The same sentence again replaces the old one instead of piling up.
+    const same = this.notices.find((n) => n.text === text);
+    if (same) this.dismiss(same.id);
+    const n: Notice = { id: ++this.noticeId, kind, text, code, action };
+    const kept = [...this.notices, n];
+    for (const old of kept.slice(0, Math.max(0, kept.length - MAX_NOTICES))) this.dismiss(old.id);
+    this.notices = [...this.notices, n];
+    this.noticeTimers.set(n.id, setTimeout(() => this.dismiss(n.id), action ? ACTION_NOTICE_MS : NOTICE_MS));
     this.changed();
   }
 
@@ -258,14 +394,25 @@ export class Controller {
     return this.unsettled.messageId;
   }
 
-  private report(what: string, err: unknown): void {
-    if (err instanceof ResultUnknown) {
-      this.notice('unknown', `RESULT_UNKNOWN: ${err.message}`);
-    } else if (err instanceof Offline) {
-      if (this.rt.state.kind === 'signedOut' || this.rt.state.kind === 'stale') return;
-      this.notice('error', `${what}: not connected, so nothing was sent. Try again once connected.`);
-    } else {
-      this.notice('error', `${what}: ${describe(err)}`);
+  /** Tells the user what went wrong in their words; retry is what the "try again" kind of action does. */
+  private report(what: string, err: unknown, retry?: () => void, trust?: () => void): void {
+    if (err instanceof Offline && (this.rt.state.kind === 'signedOut' || this.rt.state.kind === 'stale')) return;
+    const code = err instanceof ResultUnknown || err instanceof Offline || err instanceof RpcError ? err.code : 'INTERNAL';
+    const h = humanError(what, code);
+    const kind: NoticeKind = err instanceof ResultUnknown ? 'unknown' : 'error';
+    this.notice(kind, h.text, code, this.actionFor(h.action, retry, trust));
+  }
+
+  private actionFor(action: ErrorAction | undefined, retry?: () => void, trust?: () => void): Notice['action'] {
+    switch (action) {
+      case 'trust':
+        return trust ? { label: 'Trust this workspace', run: trust } : undefined;
+      case 'retry':
+        return retry ? { label: 'Try again', run: retry } : undefined;
+      case 'reload':
+        return this.model ? { label: 'Reload thread', run: () => this.select(this.model!.threadId) } : undefined;
+      default:
+        return undefined;
     }
   }
 

@@ -27,7 +27,7 @@ async function main(): Promise<void> {
     version: __APP_VERSION__,
     checkSession,
   });
-  const ctl = new Controller(rt, sessionStorageOrNull());
+  const ctl = new Controller(rt, sessionStorageOrNull(), localStorageOrNull());
   render(html`<${App} ctl=${ctl} />`, root);
   if (failure !== undefined) ctl.notice('error', `Sign-in failed: ${failure}`);
   rt.start();
@@ -35,6 +35,14 @@ async function main(): Promise<void> {
   window.addEventListener('hashchange', () => {
     if (/(^#|&)ticket=/.test(location.hash)) location.reload();
   });
+}
+
+function localStorageOrNull(): Storage | null {
+  try {
+    return window.localStorage;
+  } catch {
+    return null;
+  }
 }
 
 function sessionStorageOrNull(): Storage | null {

@@ -13,7 +13,12 @@ export interface ItemView {
   payload: JsonObject;
   /** Agent message text, or command output, as streamed so far. */
   text: string;
+  /** When the item started (its first event). */
+  at: string;
 }
+
+/** One row of a turn, in event order: an item or an approval where it was asked. */
+export type Entry = { kind: 'item'; id: string } | { kind: 'approval'; id: string };
 
 export interface TurnView {
   id: string;
@@ -21,7 +26,18 @@ export interface TurnView {
   status: TurnStatus;
   error?: TurnError;
   itemIds: string[];
+  entries: Entry[];
+  createdAt?: string;
+  startedAt?: string;
+  finishedAt?: string;
 }
+
+/** A row of the flattened transcript (what the windowed list renders). */
+export type Row =
+  | { kind: 'turn'; turn: TurnView }
+  | { kind: 'item'; turn: TurnView; id: string }
+  | { kind: 'approval'; turn: TurnView; id: string }
+  | { kind: 'end'; turn: TurnView };
 
 export interface ResolvedApproval extends Approval {
   decision: string;
@@ -37,6 +53,10 @@ export class ThreadModel {
   /** Decided approvals, by id (shown in their turn). */
   readonly resolved = new Map<string, ResolvedApproval>();
   private order: string[] = [];
+  /** Bumped on every applied event: views memoize on it. */
+  version = 0;
+  /** The time of the event being applied. */
+  private at = '';
 
   constructor(readonly threadId: string) {}
 
@@ -58,8 +78,26 @@ export class ThreadModel {
     return [...this.resolved.values()].filter((a) => a.turnId === turnId);
   }
 
+  /** The approval with this id, pending or decided. */
+  approval(id: string): Approval | ResolvedApproval | undefined {
+    return this.pending.get(id) ?? this.resolved.get(id);
+  }
+
+  /** The transcript as rows, turns in order, each followed by its entries in event order. */
+  rows(): Row[] {
+    const out: Row[] = [];
+    for (const turn of this.turnList) {
+      out.push({ kind: 'turn', turn });
+      for (const e of turn.entries) out.push({ kind: e.kind, turn, id: e.id });
+      if (turn.error) out.push({ kind: 'end', turn });
+    }
+    return out;
+  }
+
   apply(ev: ThreadEvent): void {
     const p = ev.payload;
+    this.version++;
+    this.at = ev.at;
     switch (ev.type) {
       case 'turn.queued':
       case 'turn.completed':
@@ -67,9 +105,12 @@ export class ThreadModel {
       case 'turn.interrupted':
         this.upsertTurn(p.turn as Turn);
         break;
-      case 'turn.started':
-        this.setStatus(p.turnId as string, 'running');
+      case 'turn.started': {
+        const t = this.turn(p.turnId as string);
+        t.startedAt ??= ev.at;
+        this.setStatus(t.id, 'running');
         break;
+      }
       case 'item.started':
       case 'item.completed':
         this.upsertItem(p.item as Item);
@@ -82,6 +123,8 @@ export class ThreadModel {
         break;
       case 'approval.requested': {
         const a = p.approval as Approval;
+        if (this.resolved.has(a.id)) break;
+        if (!this.pending.has(a.id)) this.turn(a.turnId).entries.push({ kind: 'approval', id: a.id });
         this.pending.set(a.id, a);
         this.setStatus(a.turnId, 'waitingApproval');
         break;
@@ -104,7 +147,7 @@ export class ThreadModel {
   private turn(id: string): TurnView {
     let t = this.turns.get(id);
     if (!t) {
-      t = { id, ordinal: Number.MAX_SAFE_INTEGER, status: 'queued', itemIds: [] };
+      t = { id, ordinal: Number.MAX_SAFE_INTEGER, status: 'queued', itemIds: [], entries: [] };
       this.turns.set(id, t);
       this.order.push(id);
     }
@@ -116,6 +159,9 @@ export class ThreadModel {
     t.ordinal = turn.ordinal;
     t.status = turn.status;
     if (turn.error) t.error = turn.error;
+    if (turn.createdAt) t.createdAt = turn.createdAt;
+    if (turn.startedAt) t.startedAt = turn.startedAt;
+    if (turn.finishedAt) t.finishedAt = turn.finishedAt;
   }
 
   private setStatus(turnId: string, status: TurnStatus): void {
@@ -127,9 +173,10 @@ export class ThreadModel {
     const t = this.turn(item.turnId);
     let v = this.items.get(item.id);
     if (!v) {
-      v = { id: item.id, turnId: item.turnId, kind: item.kind, status: item.status, payload: {}, text: '' };
+      v = { id: item.id, turnId: item.turnId, kind: item.kind, status: item.status, payload: {}, text: '', at: item.createdAt || this.at };
       this.items.set(item.id, v);
       t.itemIds.push(item.id);
+      t.entries.push({ kind: 'item', id: item.id });
     }
     v.kind = item.kind;
     v.status = item.status;
@@ -144,9 +191,11 @@ export class ThreadModel {
     let v = this.items.get(itemId);
     if (!v) {
       // item.started precedes its deltas in the log; be lenient anyway.
-      v = { id: itemId, turnId, kind: 'agentMessage', status: 'inProgress', payload: {}, text: '' };
+      v = { id: itemId, turnId, kind: 'agentMessage', status: 'inProgress', payload: {}, text: '', at: this.at };
       this.items.set(itemId, v);
-      this.turn(turnId).itemIds.push(itemId);
+      const t = this.turn(turnId);
+      t.itemIds.push(itemId);
+      t.entries.push({ kind: 'item', id: itemId });
     }
     if (v.status !== 'inProgress') return;
     if (typeof delta?.text === 'string') v.text += delta.text;

@@ -14,6 +14,9 @@ export interface Thread {
   turnCount: number;
   createdAt: string;
   updatedAt: string;
+  /** The status of the thread's latest turn (absent before its first turn). */
+  lastTurnStatus?: string;
+  archived?: boolean;
 }
 
 export type TurnStatus =
@@ -113,3 +116,28 @@ export interface InitializeResult {
 }
 
 export const ACTIVE_TURN: ReadonlySet<TurnStatus> = new Set(['queued', 'starting', 'running', 'waitingApproval']);
+
+/** A workspace the service knows (workspace/list), most recently used first. */
+export interface Workspace {
+  path: string;
+  trusted: boolean;
+  threadCount: number;
+  lastUsedAt: string;
+}
+
+/** A profile the service can run (profile/list). */
+export interface Profile {
+  name: string;
+  provider: string;
+  model?: string;
+  default?: boolean;
+}
+
+/** A thread found by thread/search, with where the text matched. */
+export interface SearchHit {
+  thread: Thread;
+  /** A short excerpt around the match, plain text. */
+  snippet: string;
+  /** "title" or "text". */
+  field: string;
+}

@@ -1,33 +1,63 @@
 // Views (preact + htm). They read the Controller and call its actions.
 
 import { html } from 'htm/preact';
-import { useEffect, useReducer, useState } from 'preact/hooks';
-import type { Controller } from './controller';
-import type { ItemView as Item, ResolvedApproval, TurnView as Turn } from './model';
+import { useEffect, useLayoutEffect, useReducer, useRef, useState } from 'preact/hooks';
+import type { Controller, EnterMode, Notice } from './controller';
+import { highlightUnder } from './highlight';
+import { durationLabel, statusLabel, timeLabel } from './labels';
+import { renderMarkdown } from './markdown';
+import type { ItemView as Item, Row, TurnView as Turn } from './model';
 import type { ConnectionState } from './runtime';
 import type { Approval, Thread } from './types';
 
 type Props = { ctl: Controller };
+
+/** Rows rendered at first and added per "earlier" step (the transcript is windowed from the bottom). */
+const WINDOW = 80;
+/** Command output lines shown before "show all". */
+const OUTPUT_LINES = 12;
+/** Diffs longer than this many lines start collapsed. */
+const DIFF_LINES = 40;
 
 function useController(ctl: Controller): void {
   const [, bump] = useReducer((n: number, _: void) => n + 1, 0);
   useEffect(() => ctl.subscribe(() => bump()), [ctl]);
 }
 
+function useTheme(ctl: Controller): void {
+  useEffect(() => {
+    const root = document.documentElement;
+    if (ctl.theme === 'system') delete root.dataset.theme;
+    else root.dataset.theme = ctl.theme;
+  }, [ctl.theme]);
+}
+
+/** The theme in effect: the saved choice, else the system's. */
+function effectiveTheme(ctl: Controller): 'light' | 'dark' {
+  if (ctl.theme !== 'system') return ctl.theme;
+  return window.matchMedia?.('(prefers-color-scheme: dark)').matches ? 'dark' : 'light';
+}
+
 export function App({ ctl }: Props) {
   useController(ctl);
+  useTheme(ctl);
   const state = ctl.rt.state;
   return html`
     <div class="app">
       <${StatusBar} ctl=${ctl} />
       ${blocked(state)
-        ? html`<${Blocked} state=${state} />`
+        ? html`<main class="blocked-wrap"><${Blocked} state=${state} /></main>`
         : html`<div class="main">
-            <aside class="sidebar">
+            <aside id="sidebar" class=${ctl.drawerOpen ? 'sidebar open' : 'sidebar'} aria-label="Threads">
               <${NewThreadForm} ctl=${ctl} />
               <${ThreadList} ctl=${ctl} />
             </aside>
-            <section class="thread">${ctl.model ? html`<${ThreadView} ctl=${ctl} />` : html`<p class="empty">Select a thread, or start one.</p>`}</section>
+            ${ctl.drawerOpen ? html`<div class="scrim" data-testid="scrim" onClick=${() => ctl.toggleDrawer(false)}></div>` : null}
+            <main class="thread" data-testid="thread-pane">
+              ${ctl.model
+                ? html`<${ThreadView} key=${ctl.model.threadId} ctl=${ctl} />`
+                : html`<div class="empty"><h2>No thread open</h2><p>Choose a thread from the list, or start a new one.</p></div>`}
+            </main>
           </div>`}
       <${Notices} ctl=${ctl} />
     </div>
@@ -41,30 +71,47 @@ function blocked(s: ConnectionState): boolean {
 function connectionLabel(s: ConnectionState): string {
   switch (s.kind) {
     case 'connecting':
-      return 'connecting…';
+      return 'Connecting…';
     case 'connected':
-      return 'connected';
+      return 'Connected';
     case 'reconnecting':
-      return `reconnecting (attempt ${s.attempt})…`;
+      return s.attempt > 1 ? `Reconnecting (try ${s.attempt})…` : 'Reconnecting…';
     case 'signedOut':
-      return 'signed out';
+      return 'Signed out';
     case 'stale':
-      return 'out of date';
+      return 'Out of date';
     case 'failed':
-      return 'failed';
+      return 'Unavailable';
+  }
+}
+
+function phaseLabel(phase: string): string {
+  switch (phase) {
+    case 'running':
+      return 'Ready';
+    case 'draining':
+      return 'Pausing for a restart';
+    case 'stopping':
+      return 'Stopping';
+    default:
+      return statusLabel(phase);
   }
 }
 
 function StatusBar({ ctl }: Props) {
   const s = ctl.rt.state;
+  const dark = effectiveTheme(ctl) === 'dark';
   return html`
     <header class="statusbar">
+      ${blocked(s)
+        ? null
+        : html`<button class="icon menu" aria-label=${ctl.drawerOpen ? 'Close the thread list' : 'Open the thread list'} aria-expanded=${ctl.drawerOpen} aria-controls="sidebar" data-testid="menu" onClick=${() => ctl.toggleDrawer()}>☰</button>`}
       <span class="brand">deepcode</span>
-      <span class="conn" data-testid="connection" data-state=${s.kind}>${connectionLabel(s)}</span>
-      <span class="phase" data-testid="phase" data-phase=${ctl.rt.phase}>service ${ctl.rt.phase}</span>
-      ${ctl.rt.phase === 'draining' ? html`<span class="hint">new work is paused; approvals and interrupts still work</span>` : null}
+      <span class="conn" data-testid="connection" data-state=${s.kind} role="status">${connectionLabel(s)}</span>
+      <span class="phase" data-testid="phase" data-phase=${ctl.rt.phase}>${phaseLabel(ctl.rt.phase)}</span>
+      ${ctl.rt.phase === 'draining' ? html`<span class="hint">New work waits; approvals and stopping turns still work.</span>` : null}
       <span class="spacer"></span>
-      ${ctl.rt.instanceId ? html`<span class="instance" title="instance id">${ctl.rt.instanceId}</span>` : null}
+      <button class="icon" data-testid="theme" aria-label=${dark ? 'Use the light theme' : 'Use the dark theme'} title=${dark ? 'Light theme' : 'Dark theme'} onClick=${() => ctl.setTheme(dark ? 'light' : 'dark')}>${dark ? '☀' : '☾'}</button>
       ${s.kind === 'signedOut' ? null : html`<button class="link" onClick=${() => void ctl.logout()}>Log out</button>`}
     </header>
   `;
@@ -74,123 +121,306 @@ function Blocked({ state }: { state: ConnectionState }) {
   if (state.kind === 'stale') {
     return html`<div class="blocked" data-testid="blocked" data-state="stale">
       <h2>This page is out of date</h2>
-      <p>The service now serves another version of the web client.</p>
+      <p>deepcode was updated. Reload to get the new version; nothing you did is lost.</p>
       <button onClick=${() => location.reload()}>Reload</button>
     </div>`;
   }
   if (state.kind === 'failed') {
-    return html`<div class="blocked" data-testid="blocked" data-state="failed"><h2>Cannot use this service</h2><p>${state.message}</p></div>`;
+    return html`<div class="blocked" data-testid="blocked" data-state="failed"><h2>This service cannot be used from here</h2><p>${state.message}</p></div>`;
   }
   return html`<div class="blocked" data-testid="blocked" data-state="signedOut">
     <h2>Your browser session has ended</h2>
-    <p>The service restarted, you logged out, or the session expired. Run <code>deepcode web</code> for a new link.</p>
+    <p>deepcode restarted, you logged out, or the session expired. Your threads are safe. For a new link, run <code>deepcode web</code> on this computer.</p>
   </div>`;
 }
 
 function NewThreadForm({ ctl }: Props) {
   const [workspace, setWorkspace] = useState('');
-  const [profile, setProfile] = useState('shell');
+  const [profile, setProfile] = useState('');
   const [title, setTitle] = useState('');
   const [trust, setTrust] = useState(false);
   const [busy, setBusy] = useState(false);
+  const profiles = ctl.profiles;
+  const chosen = profile || profiles.find((p) => p.default)?.name || profiles[0]?.name || 'shell';
+  const known = ctl.workspaces.find((w) => w.path === workspace.trim());
   const submit = async (e: Event) => {
     e.preventDefault();
     setBusy(true);
-    const ok = await ctl.createThread({ workspace, profile, title, trust });
+    const ok = await ctl.createThread({ workspace, profile: chosen, title, trust });
     setBusy(false);
     if (ok) setTitle('');
   };
   return html`
     <form class="new-thread" data-testid="new-thread" onSubmit=${submit}>
-      <h3>New thread</h3>
-      <label>Workspace <input name="workspace" required placeholder="/absolute/path" value=${workspace} onInput=${(e: Event) => setWorkspace(inputValue(e))} /></label>
-      <label>Profile <input name="profile" list="profiles" value=${profile} onInput=${(e: Event) => setProfile(inputValue(e))} /></label>
-      <datalist id="profiles"><option value="shell" /><option value="script" /></datalist>
-      <label>Title <input name="title" value=${title} onInput=${(e: Event) => setTitle(inputValue(e))} /></label>
-      <label class="check"><input type="checkbox" name="trust" checked=${trust} onChange=${(e: Event) => setTrust((e.target as HTMLInputElement).checked)} /> Trust this workspace (recorded)</label>
+      <h2 class="side-head">New thread</h2>
+      <label>Folder
+        <input name="workspace" required placeholder="/path/to/project" autocomplete="off" list="workspaces" value=${workspace} onInput=${(e: Event) => setWorkspace(inputValue(e))} />
+      </label>
+      <datalist id="workspaces">${ctl.workspaces.map((w) => html`<option key=${w.path} value=${w.path}>${w.trusted ? 'trusted' : 'not trusted'}</option>`)}</datalist>
+      <label>Agent
+        ${profiles.length > 0
+          ? html`<select name="profile" value=${chosen} onChange=${(e: Event) => setProfile((e.target as HTMLSelectElement).value)}>
+              ${profiles.map((p) => html`<option key=${p.name} value=${p.name}>${p.name}${p.provider && p.provider !== p.name ? ` (${p.provider}${p.model ? ', ' + p.model : ''})` : ''}</option>`)}
+            </select>`
+          : html`<input name="profile" value=${chosen} onInput=${(e: Event) => setProfile(inputValue(e))} />`}
+      </label>
+      <label>Title <span class="optional">(optional)</span> <input name="title" value=${title} onInput=${(e: Event) => setTitle(inputValue(e))} /></label>
+      ${known?.trusted
+        ? html`<p class="note">This folder is trusted.</p>`
+        : html`<label class="check"><input type="checkbox" name="trust" checked=${trust} onChange=${(e: Event) => setTrust((e.target as HTMLInputElement).checked)} /> Trust this folder (agents may run commands in it)</label>`}
       <button type="submit" disabled=${busy || !ctl.rt.connected}>Start thread</button>
     </form>
   `;
 }
 
+function threadStatus(t: Thread): { label: string; kind: string } | null {
+  if (t.status && t.status !== 'idle') return { label: statusLabel(t.status), kind: t.status };
+  if (t.lastTurnStatus === 'failed' || t.lastTurnStatus === 'interrupted') return { label: statusLabel(t.lastTurnStatus), kind: t.lastTurnStatus };
+  return null;
+}
+
+function relativeTime(iso: string): string {
+  const ms = Date.now() - new Date(iso).getTime();
+  if (!Number.isFinite(ms)) return '';
+  if (ms < 60_000) return 'just now';
+  if (ms < 3_600_000) return `${Math.floor(ms / 60_000)} min ago`;
+  if (ms < 86_400_000) return `${Math.floor(ms / 3_600_000)} h ago`;
+  return new Date(iso).toLocaleDateString();
+}
+
+function basename(path: string): string {
+  const parts = path.split(/[\\/]/).filter(Boolean);
+  return parts[parts.length - 1] ?? path;
+}
+
+function ThreadEntry({ ctl, thread, snippet }: Props & { thread: Thread; snippet?: string }) {
+  const selected = thread.id === ctl.model?.threadId;
+  const st = threadStatus(thread);
+  return html`<li>
+    <button
+      class=${selected ? 'thread-entry selected' : 'thread-entry'}
+      aria-current=${selected ? 'true' : undefined}
+      data-testid="thread"
+      data-thread-id=${thread.id}
+      data-status=${thread.status}
+      title=${`${thread.workspace} · updated ${timeLabel(thread.updatedAt)}`}
+      onClick=${() => ctl.select(thread.id)}
+    >
+      <span class="title">${thread.title || basename(thread.workspace)}</span>
+      <span class="meta">
+        ${st ? html`<span class=${'pill pill-' + st.kind} data-testid="thread-status">${st.label}</span>` : null}
+        <span>${basename(thread.workspace)}</span> · <span>${relativeTime(thread.updatedAt)}</span>
+      </span>
+      ${snippet ? html`<span class="snippet">${snippet}</span>` : null}
+    </button>
+  </li>`;
+}
+
 function ThreadList({ ctl }: Props) {
-  const selected = ctl.model?.threadId;
+  const hits = ctl.searchHits;
   return html`
-    <nav class="threads">
-      <h3>Threads <button class="link" onClick=${() => void ctl.refreshThreads()} disabled=${!ctl.rt.connected}>refresh</button></h3>
-      <ul>
-        ${ctl.threads.map(
-          (t: Thread) => html`<li key=${t.id}>
-            <button class=${t.id === selected ? 'thread-entry selected' : 'thread-entry'} data-testid="thread" data-thread-id=${t.id} onClick=${() => ctl.select(t.id)}>
-              <span class="title">${t.title || t.workspace}</span>
-              <span class="meta">${t.profile} · ${t.turnCount} turn${t.turnCount === 1 ? '' : 's'}</span>
-            </button>
-          </li>`,
-        )}
-      </ul>
-      ${ctl.threadsCursor
+    <nav class="threads" aria-label="Thread list">
+      <div class="side-row">
+        <h2 class="side-head">Threads</h2>
+        <button class="link" onClick=${() => void ctl.refreshThreads()} disabled=${!ctl.rt.connected}>Refresh</button>
+      </div>
+      <input type="search" class="search" data-testid="search" aria-label="Search threads" placeholder="Search titles and messages" value=${ctl.query} onInput=${(e: Event) => void ctl.search(inputValue(e))} />
+      ${hits !== null
+        ? html`<ul data-testid="search-results">
+            ${hits.length === 0 ? html`<li class="none">No thread matches.</li>` : null}
+            ${hits.map((h) => html`<${ThreadEntry} key=${h.thread.id} ctl=${ctl} thread=${h.thread} snippet=${h.field === 'text' ? h.snippet : undefined} />`)}
+          </ul>`
+        : html`<ul>
+            ${ctl.threads.length === 0 ? html`<li class="none">No threads yet.</li>` : null}
+            ${ctl.threads.map((t) => html`<${ThreadEntry} key=${t.id} ctl=${ctl} thread=${t} />`)}
+          </ul>`}
+      ${hits === null && ctl.threadsCursor
         ? html`<button class="link" data-testid="more-threads" onClick=${() => void ctl.moreThreads()} disabled=${ctl.loadingThreads || !ctl.rt.connected}>
-            ${ctl.loadingThreads ? 'loading…' : 'more threads'}
+            ${ctl.loadingThreads ? 'Loading…' : 'More threads'}
           </button>`
         : null}
     </nav>
   `;
 }
 
-function ThreadView({ ctl }: Props) {
+function ThreadHeader({ ctl }: Props) {
   const model = ctl.model!;
   const info = ctl.selectedThread;
+  const [editing, setEditing] = useState(false);
+  const [draft, setDraft] = useState('');
+  const title = info?.title || (info ? basename(info.workspace) : 'Thread');
+  const save = async (e: Event) => {
+    e.preventDefault();
+    if (await ctl.rename(model.threadId, draft)) setEditing(false);
+  };
+  return html`
+    <header class="thread-head">
+      ${editing
+        ? html`<form class="rename" data-testid="rename-form" onSubmit=${save}>
+            <input aria-label="Thread title" data-testid="rename-input" value=${draft} maxlength="256" onInput=${(e: Event) => setDraft(inputValue(e))} onKeyDown=${(e: KeyboardEvent) => e.key === 'Escape' && setEditing(false)} ref=${(el: HTMLInputElement | null) => el?.focus()} />
+            <button type="submit">Save</button>
+            <button type="button" class="secondary" onClick=${() => setEditing(false)}>Cancel</button>
+          </form>`
+        : html`<h1 class="thread-title" title=${info?.workspace ?? ''}>${title}</h1>
+            <span class="meta">${info ? `${info.workspace} · ${info.profile}` : ''}</span>`}
+      ${ctl.recovering ? html`<span class="recovering" data-testid="recovering" role="status">Catching up…</span>` : null}
+      <span class="spacer"></span>
+      ${editing
+        ? null
+        : html`<div class="head-actions">
+            <button class="secondary small" data-testid="rename" disabled=${!ctl.rt.connected} onClick=${() => { setDraft(info?.title ?? ''); setEditing(true); }}>Rename</button>
+            <button class="secondary small" data-testid="archive" disabled=${!ctl.rt.connected} onClick=${() => void ctl.archive(model.threadId)}>Archive</button>
+            <button class=${ctl.terminalOpen ? 'small' : 'secondary small'} data-testid="terminal-toggle" aria-pressed=${ctl.terminalOpen} onClick=${() => ctl.toggleTerminal()}>Terminal</button>
+          </div>`}
+    </header>
+  `;
+}
+
+function ThreadView({ ctl }: Props) {
+  const model = ctl.model!;
+  const scroller = useRef<HTMLDivElement>(null);
+  const content = useRef<HTMLDivElement>(null);
+  const following = useRef(true);
+  const [atBottom, setAtBottom] = useState(true);
+  const [windowSize, setWindowSize] = useState(WINDOW);
+  const anchor = useRef<number | null>(null); // scrollHeight before earlier rows were added
+  const startRef = useRef(0);
+  const seenApprovals = useRef(new Set<string>());
+
+  const rows = model.rows();
+  // Following: the last rows only. Scrolled up: the first shown row stays put.
+  let start = following.current ? Math.max(0, rows.length - windowSize) : Math.min(startRef.current, Math.max(0, rows.length - windowSize));
+  if (start < 0) start = 0;
+  startRef.current = start;
+  const shown = rows.slice(start);
+
+  const toBottom = () => {
+    const el = scroller.current;
+    if (el) el.scrollTop = el.scrollHeight;
+  };
+  const onScroll = () => {
+    const el = scroller.current;
+    if (!el) return;
+    const bottom = el.scrollHeight - el.scrollTop - el.clientHeight < 48;
+    following.current = bottom;
+    if (bottom !== atBottom) setAtBottom(bottom);
+    if (el.scrollTop < 120 && startRef.current > 0 && anchor.current === null) earlier();
+  };
+  const earlier = () => {
+    const el = scroller.current;
+    anchor.current = el ? el.scrollHeight - el.scrollTop : null;
+    startRef.current = Math.max(0, startRef.current - WINDOW);
+    setWindowSize((w) => w + WINDOW);
+  };
+  const jump = () => {
+    following.current = true;
+    setAtBottom(true);
+    setWindowSize(WINDOW);
+    toBottom();
+  };
+
+  useLayoutEffect(() => {
+    const el = scroller.current;
+    if (!el) return;
+    if (anchor.current !== null) {
+      el.scrollTop = el.scrollHeight - anchor.current; // keep what the user looks at in place
+      anchor.current = null;
+    } else if (following.current) {
+      toBottom();
+    }
+  });
+  // Content that grows without a render (fonts, highlighting, images) keeps the view at the bottom too.
+  useEffect(() => {
+    const c = content.current;
+    if (!c || typeof ResizeObserver === 'undefined') return;
+    const ro = new ResizeObserver(() => following.current && toBottom());
+    ro.observe(c);
+    return () => ro.disconnect();
+  }, []);
+  // A new pending approval comes into view and takes the keyboard focus.
+  useEffect(() => {
+    for (const id of model.pending.keys()) {
+      if (seenApprovals.current.has(id)) continue;
+      seenApprovals.current.add(id);
+      const card = scroller.current?.querySelector<HTMLElement>(`[data-approval-id="${CSS.escape(id)}"]`);
+      if (!card) continue;
+      card.scrollIntoView({ block: 'nearest' });
+      card.querySelector<HTMLButtonElement>('button[data-decision=approve]')?.focus({ preventScroll: true });
+    }
+  });
+
   return html`
     <div class="thread-view" data-testid="thread-view" data-thread-id=${model.threadId}>
-      <header class="thread-head">
-        <h2>${info?.title || info?.workspace || model.threadId}</h2>
-        <span class="meta">${info ? `${info.workspace} · ${info.profile}` : ''}</span>
-        ${ctl.recovering ? html`<span class="recovering" data-testid="recovering">catching up…</span>` : null}
-      </header>
+      <${ThreadHeader} ctl=${ctl} />
       ${ctl.streamError
-        ? html`<p class="stream-error">History could not be read: ${ctl.streamError} <button class="link" onClick=${() => ctl.select(model.threadId)}>reload thread</button></p>`
+        ? html`<p class="stream-error" role="alert">${ctl.streamError} <button class="link" onClick=${() => ctl.select(model.threadId)}>Reload thread</button></p>`
         : null}
-      <div class="turns">
-        ${model.turnList.map(
-          (t) => html`<${TurnBlock} key=${t.id} ctl=${ctl} turn=${t} />`,
-        )}
+      <div class="scroll-wrap">
+        <div class="scroller" ref=${scroller} onScroll=${onScroll} data-testid="transcript" tabindex="0" aria-label="Transcript">
+          <div class="transcript" ref=${content} onClick=${copyCode}>
+            ${start > 0 ? html`<button class="link earlier" data-testid="earlier" onClick=${earlier}>Show earlier messages (${start} more)</button>` : null}
+            ${rows.length === 0 ? html`<p class="empty-thread">Nothing here yet. Write a message below to start.</p>` : null}
+            ${shown.map((r) => html`<${RowView} key=${rowKey(r)} ctl=${ctl} row=${r} />`)}
+          </div>
+        </div>
+        ${atBottom ? null : html`<button class="jump" data-testid="jump-latest" onClick=${jump}>↓ Jump to latest</button>`}
       </div>
       <${Composer} ctl=${ctl} />
+      ${ctl.terminalOpen ? html`<${TerminalSlot} ctl=${ctl} />` : null}
     </div>
   `;
 }
 
-function TurnBlock({ ctl, turn }: Props & { turn: Turn }) {
+function rowKey(r: Row): string {
+  return r.kind === 'turn' || r.kind === 'end' ? `${r.kind}:${r.turn.id}` : `${r.kind}:${r.id}`;
+}
+
+/** Copies a code block's text (the copy buttons are in sanitized Markdown, so events are delegated here). */
+function copyCode(e: MouseEvent): void {
+  const btn = (e.target as HTMLElement).closest?.('button[data-copy]');
+  if (!btn) return;
+  const code = btn.closest('.code-block')?.querySelector('pre')?.textContent ?? '';
+  void navigator.clipboard?.writeText(code).then(
+    () => {
+      btn.textContent = 'Copied';
+      setTimeout(() => (btn.textContent = 'Copy'), 1500);
+    },
+    () => (btn.textContent = 'Copy failed'),
+  );
+}
+
+function RowView({ ctl, row }: Props & { row: Row }) {
   const model = ctl.model!;
-  return html`
-    <article class="turn" data-testid="turn" data-status=${turn.status} data-turn-id=${turn.id}>
-      <header><span class="ordinal">Turn ${turn.ordinal === Number.MAX_SAFE_INTEGER ? '?' : turn.ordinal}</span> <span class=${'status status-' + turn.status}>${turn.status}</span></header>
-      ${turn.itemIds.map((id) => {
-        const item = model.items.get(id);
-        return item ? html`<${ItemBlock} key=${id} ctl=${ctl} item=${item} />` : null;
-      })}
-      ${model.resolvedOf(turn.id).map((a) => html`<${ResolvedCard} key=${a.id} approval=${a} />`)}
-      ${model.approvalsOf(turn.id).map((a) => html`<${ApprovalCard} key=${a.id} ctl=${ctl} approval=${a} />`)}
-      ${turn.error ? html`<p class="turn-error">${turn.error.message} (${turn.error.code})</p>` : null}
-    </article>
-  `;
+  switch (row.kind) {
+    case 'turn':
+      return html`<${TurnHead} turn=${row.turn} />`;
+    case 'end':
+      return html`<p class="turn-error" role="alert">${row.turn.error?.message}</p>`;
+    case 'approval': {
+      const a = model.approval(row.id);
+      if (!a) return null;
+      return model.pending.has(row.id) ? html`<${ApprovalCard} ctl=${ctl} approval=${a} />` : html`<${ResolvedCard} approval=${a as Approval & { decision: string }} />`;
+    }
+    case 'item': {
+      const item = model.items.get(row.id);
+      return item ? html`<${ItemBlock} item=${item} />` : null;
+    }
+  }
 }
 
-function ItemBlock({ ctl, item }: Props & { item: Item }) {
-  const selected = ctl.selectedItem === item.id;
-  return html`
-    <div
-      class=${`item item-${item.kind}${selected ? ' selected' : ''}`}
-      data-testid="item"
-      data-kind=${item.kind}
-      data-status=${item.status}
-      data-item-id=${item.id}
-      onClick=${() => ctl.selectItem(item.id)}
-    >
-      ${itemBody(item)}
-      ${selected ? html`<pre class="item-details">${JSON.stringify(item.payload, null, 2)}</pre>` : null}
-    </div>
-  `;
+function TurnHead({ turn }: { turn: Turn }) {
+  const dur = durationLabel(turn.startedAt ?? turn.createdAt, turn.finishedAt);
+  return html`<div class="turn" data-testid="turn" data-status=${turn.status} data-turn-id=${turn.id} title=${timeLabel(turn.startedAt ?? turn.createdAt)}>
+    <span class="ordinal">Turn ${turn.ordinal === Number.MAX_SAFE_INTEGER ? '' : turn.ordinal}</span>
+    <span class=${'status status-' + turn.status} data-testid="turn-status">${statusLabel(turn.status)}</span>
+    ${dur ? html`<span class="duration">${dur}</span>` : null}
+  </div>`;
+}
+
+function ItemBlock({ item }: { item: Item }) {
+  return html`<div class=${`item item-${item.kind}`} data-testid="item" data-kind=${item.kind} data-status=${item.status} data-item-id=${item.id} title=${timeLabel(item.at)}>
+    ${itemBody(item)}
+  </div>`;
 }
 
 function itemBody(item: Item) {
@@ -198,18 +428,115 @@ function itemBody(item: Item) {
   switch (item.kind) {
     case 'userMessage': {
       const steer = p.submission === 'steer';
-      return html`<span class="who">${steer ? 'You (steer)' : 'You'}</span><span class="item-text">${item.text}</span>${steer && p.deliveryState ? html`<span class="badge">${String(p.deliveryState)}</span>` : null}`;
+      return html`<span class="who">${steer ? 'You (steering)' : 'You'}</span><div class="item-text bubble">${item.text}</div>${steer && p.deliveryState ? html`<span class="badge">${statusLabel(String(p.deliveryState))}</span>` : null}`;
     }
     case 'agentMessage':
-      return html`<span class="who">Agent</span><span class="item-text">${item.text}</span>`;
-    case 'commandExecution': {
-      const cmd = Array.isArray(p.command) ? (p.command as unknown[]).join(' ') : '';
-      return html`<span class="who">$ ${cmd}</span><pre class="item-text output">${item.text}</pre>${typeof p.exitCode === 'number' ? html`<span class="badge">exit ${p.exitCode}</span>` : null}`;
-    }
+      return html`<span class="who">Agent</span><${Markdown} text=${item.text} live=${item.status === 'inProgress'} />`;
+    case 'commandExecution':
+      return html`<${CommandBlock} item=${item} />`;
     case 'fileChange':
-      return html`<span class="who">File</span><span class="item-text">${String(p.action ?? 'change')} ${String(p.path ?? '')}${typeof p.bytes === 'number' && p.bytes > 0 ? ` (${p.bytes} bytes)` : ''}</span>`;
+      return html`<${FileChangeBlock} item=${item} />`;
     default:
-      return html`<span class="who">${item.kind}</span>`;
+      return html`<${GenericBlock} item=${item} />`;
+  }
+}
+
+function Markdown({ text, live }: { text: string; live: boolean }) {
+  const ref = useRef<HTMLDivElement>(null);
+  const out = live ? renderMarkdownUncached(text) : renderMarkdown(text);
+  useEffect(() => {
+    if (!live && ref.current) highlightUnder(ref.current);
+  }, [out, live]);
+  return html`<div class="item-text md" ref=${ref} dangerouslySetInnerHTML=${{ __html: out }}></div>`;
+}
+
+/** Streaming text changes every delta: render it without filling the cache. */
+function renderMarkdownUncached(text: string): string {
+  return renderMarkdown(text, false);
+}
+
+function CommandBlock({ item }: { item: Item }) {
+  const p = item.payload;
+  const [open, setOpen] = useState(false);
+  const cmd = Array.isArray(p.command) ? (p.command as unknown[]).join(' ') : String(p.command ?? '');
+  const lines = item.text.replace(/\n$/, '').split('\n');
+  const long = lines.length > OUTPUT_LINES;
+  const text = long && !open ? lines.slice(-OUTPUT_LINES).join('\n') : item.text;
+  return html`
+    <div class="cmd-head"><code class="cmd">$ ${cmd}</code>
+      ${typeof p.exitCode === 'number' ? html`<span class=${p.exitCode === 0 ? 'badge ok' : 'badge bad'}>exit ${p.exitCode}</span>` : item.status === 'inProgress' ? html`<span class="badge">running</span>` : null}
+    </div>
+    ${item.text !== ''
+      ? html`${long ? html`<button class="link" aria-expanded=${open} onClick=${() => setOpen(!open)}>${open ? 'Show the last lines only' : `Show all ${lines.length} lines`}</button>` : null}
+          <pre class="item-text output" tabindex="0">${text}</pre>`
+      : null}
+  `;
+}
+
+function GenericBlock({ item }: { item: Item }) {
+  const [open, setOpen] = useState(false);
+  const p = item.payload;
+  const name = typeof p.tool === 'string' ? p.tool : typeof p.name === 'string' ? p.name : item.kind;
+  return html`<span class="who">Tool</span><span class="item-text">${name}</span>
+    <span class="badge">${statusLabel(item.status)}</span>
+    <button class="link" aria-expanded=${open} onClick=${() => setOpen(!open)}>${open ? 'Hide details' : 'Details'}</button>
+    ${open ? html`<pre class="item-details">${JSON.stringify(item.payload, null, 2)}</pre>` : null}`;
+}
+
+interface DiffLine {
+  sign: '+' | '-' | ' ' | '@';
+  text: string;
+}
+
+function FileChangeBlock({ item }: { item: Item }) {
+  const p = item.payload;
+  const path = String(p.path ?? '');
+  const action = String(p.action ?? 'change');
+  const [lines, setLines] = useState<DiffLine[] | null>(null);
+  const [open, setOpen] = useState<boolean | null>(null);
+  useEffect(() => {
+    let live = true;
+    if (typeof p.diff === 'string' || typeof p.patch === 'string' || typeof p.before === 'string' || typeof p.after === 'string') {
+      void import('./diffview').then((m) => live && setLines(m.diffLines(p)));
+    }
+    return () => {
+      live = false;
+    };
+  }, [item.payload]);
+  const added = lines?.filter((l) => l.sign === '+').length ?? 0;
+  const removed = lines?.filter((l) => l.sign === '-').length ?? 0;
+  const expanded = open ?? (lines !== null && lines.length <= DIFF_LINES);
+  return html`
+    <div class="file-head">
+      <span class="who">File</span>
+      <code class="path">${path}</code>
+      <span class="badge">${actionLabel(action)}</span>
+      ${lines ? html`<span class="counts" data-testid="diff-counts"><span class="add">+${added}</span> <span class="del">−${removed}</span></span>` : null}
+      ${p.truncated || p.diffTruncated ? html`<span class="badge">too large to show</span>` : null}
+      ${lines && lines.length > 0 ? html`<button class="link" aria-expanded=${expanded} onClick=${() => setOpen(!expanded)}>${expanded ? 'Hide changes' : 'Show changes'}</button>` : null}
+    </div>
+    ${expanded && lines
+      ? html`<pre class="diff" data-testid="diff" tabindex="0">${lines.map((l, i) => html`<span key=${i} class=${'dl dl-' + (l.sign === '+' ? 'add' : l.sign === '-' ? 'del' : l.sign === '@' ? 'hunk' : 'ctx')}>${l.sign === '@' ? l.text : l.sign + ' ' + l.text}${'\n'}</span>`)}</pre>`
+      : null}
+  `;
+}
+
+function actionLabel(action: string): string {
+  switch (action) {
+    case 'write':
+      return 'written';
+    case 'append':
+      return 'appended';
+    case 'add':
+    case 'create':
+      return 'created';
+    case 'delete':
+      return 'deleted';
+    case 'update':
+    case 'edit':
+      return 'edited';
+    default:
+      return action;
   }
 }
 
@@ -221,24 +548,27 @@ function ApprovalCard({ ctl, approval }: Props & { approval: Approval }) {
     setBusy(false);
   };
   return html`
-    <div class="approval" data-testid="approval" data-approval-id=${approval.id}>
-      <span class="who">Approval needed</span>
-      <span class="summary">${approval.summary}</span>
-      <button disabled=${busy || !ctl.rt.connected} onClick=${() => void decide('approve')}>Approve</button>
-      <button class="secondary" disabled=${busy || !ctl.rt.connected} onClick=${() => void decide('deny')}>Deny</button>
+    <div class="approval" data-testid="approval" data-approval-id=${approval.id} role="group" aria-label="Approval needed">
+      <div class="approval-text"><span class="who">Approval needed</span><span class="summary">${approval.summary}</span></div>
+      <div class="approval-actions">
+        <button data-decision="approve" disabled=${busy || !ctl.rt.connected} onClick=${() => void decide('approve')}>Approve</button>
+        <button data-decision="deny" class="secondary" disabled=${busy || !ctl.rt.connected} onClick=${() => void decide('deny')}>Deny</button>
+      </div>
     </div>
   `;
 }
 
-function ResolvedCard({ approval }: { approval: ResolvedApproval }) {
+function ResolvedCard({ approval }: { approval: Approval & { decision: string } }) {
   return html`<div class="approval resolved" data-testid="approval-resolved" data-decision=${approval.decision}>
-    <span class="who">Approval</span><span class="summary">${approval.summary}</span><span class="badge">${approval.decision}</span>
+    <div class="approval-text"><span class="who">Approval</span><span class="summary">${approval.summary}</span></div><span class=${'badge ' + (approval.decision === 'approved' ? 'ok' : 'bad')}>${statusLabel(approval.decision)}</span>
   </div>`;
 }
 
 function Composer({ ctl }: Props) {
   const [text, setText] = useState('');
   const [busy, setBusy] = useState(false);
+  const [confirmStop, setConfirmStop] = useState(false);
+  const stopRef = useRef<HTMLButtonElement>(null);
   const active = ctl.model?.activeTurn;
   const canSend = ctl.rt.connected && !busy && text.trim() !== '';
   const send = async (steer: boolean) => {
@@ -248,17 +578,38 @@ function Composer({ ctl }: Props) {
     if (ok) setText('');
   };
   const onKey = (e: KeyboardEvent) => {
-    if (e.key === 'Enter' && (e.ctrlKey || e.metaKey) && canSend) {
+    if (e.key === 'Escape' && active) {
       e.preventDefault();
-      void send(false);
+      setConfirmStop(true);
+      return;
     }
+    if (e.key !== 'Enter' || e.isComposing) return;
+    const sends = e.ctrlKey || e.metaKey || (ctl.enterMode === 'send' && !e.shiftKey);
+    if (!sends) return;
+    e.preventDefault();
+    if (canSend) void send(false);
   };
+  useEffect(() => {
+    if (confirmStop) stopRef.current?.focus();
+  }, [confirmStop]);
+  useEffect(() => {
+    if (!active) setConfirmStop(false);
+  }, [active]);
+  const hint = ctl.enterMode === 'send' ? 'Enter to send, Shift+Enter for a new line' : 'Ctrl+Enter to send';
   return html`
-    <div class="composer">
+    <div class="composer" data-testid="composer">
+      ${confirmStop && active
+        ? html`<div class="confirm" role="alertdialog" aria-label="Stop the running turn?" data-testid="confirm-stop">
+            <span>Stop the running turn?</span>
+            <button class="danger" ref=${stopRef} onClick=${() => { setConfirmStop(false); void ctl.interrupt(); }}>Stop turn</button>
+            <button class="secondary" onClick=${() => setConfirmStop(false)} onKeyDown=${(e: KeyboardEvent) => e.key === 'Escape' && setConfirmStop(false)}>Keep running</button>
+          </div>`
+        : null}
       <textarea
         data-testid="prompt"
-        rows="4"
-        placeholder=${active ? 'Queue a follow-up, or steer the running turn…' : 'Ask the agent… (Ctrl+Enter to send)'}
+        aria-label="Message to the agent"
+        rows="3"
+        placeholder=${active ? `Queue a follow-up or steer the running turn… (${hint})` : `Ask the agent… (${hint})`}
         value=${text}
         onInput=${(e: Event) => setText((e.target as HTMLTextAreaElement).value)}
         onKeyDown=${onKey}
@@ -267,21 +618,41 @@ function Composer({ ctl }: Props) {
         <button data-testid="send" disabled=${!canSend} onClick=${() => void send(false)}>${active ? 'Queue' : 'Send'}</button>
         ${active
           ? html`<button data-testid="steer" class="secondary" disabled=${!canSend} onClick=${() => void send(true)}>Steer</button>
-              <button data-testid="interrupt" class="danger" disabled=${!ctl.rt.connected} onClick=${() => void ctl.interrupt()}>Interrupt</button>`
+              <button data-testid="interrupt" class="danger" disabled=${!ctl.rt.connected} onClick=${() => void ctl.interrupt()} title="Esc">Stop</button>`
           : null}
+        <span class="spacer"></span>
+        <label class="check small-print"><input type="checkbox" data-testid="enter-sends" checked=${ctl.enterMode === 'send'} onChange=${(e: Event) => ctl.setEnterMode(((e.target as HTMLInputElement).checked ? 'send' : 'newline') as EnterMode)} /> Enter sends</label>
       </div>
     </div>
   `;
 }
 
+/** The terminal panel, loaded on first use so the transcript does not pay for xterm. */
+function TerminalSlot({ ctl }: Props) {
+  const [Panel, setPanel] = useState<null | ((p: Props) => unknown)>(null);
+  const [failed, setFailed] = useState(false);
+  useEffect(() => {
+    let live = true;
+    import('./terminal').then(
+      (m) => live && setPanel(() => m.TerminalPanel),
+      () => live && setFailed(true),
+    );
+    return () => {
+      live = false;
+    };
+  }, []);
+  if (failed) return html`<section class="terminal-panel"><p class="stream-error">The terminal could not be loaded. Reload the page to try again.</p></section>`;
+  if (!Panel) return html`<section class="terminal-panel" aria-busy="true"><p class="note">Loading the terminal…</p></section>`;
+  return html`<${Panel} ctl=${ctl} />`;
+}
+
 function Notices({ ctl }: Props) {
-  if (ctl.notices.length === 0) return null;
-  return html`<div class="notices">
-    ${ctl.notices.map(
-      (n) => html`<div key=${n.id} class=${'notice notice-' + n.kind} data-testid="notice" data-kind=${n.kind}>
-        <span>${n.text}</span><button class="link" onClick=${() => ctl.dismiss(n.id)}>dismiss</button>
-      </div>`,
-    )}
+  return html`<div class="notices" role="status" aria-live="polite">
+    ${ctl.notices.map((n: Notice) => html`<div key=${n.id} class=${'notice notice-' + n.kind} data-testid="notice" data-kind=${n.kind} data-code=${n.code ?? ''}>
+        <span class="notice-text">${n.text}</span>
+        ${n.action ? html`<button class="small" data-testid="notice-action" onClick=${() => { ctl.dismiss(n.id); n.action!.run(); }}>${n.action.label}</button>` : null}
+        <button class="icon small" aria-label="Dismiss" onClick=${() => ctl.dismiss(n.id)}>×</button>
+      </div>`)}
   </div>`;
 }
 

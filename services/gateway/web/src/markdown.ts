@@ -1,0 +1,67 @@
+// Markdown for agent messages. Model output is untrusted and the page holds
+// a session cookie, so: raw HTML in the text is shown as text (never
+// parsed), the rendered HTML goes through DOMPurify (no scripts, event
+// handlers or javascript: URLs survive), and links open in a new tab without
+// the opener. Code blocks carry a copy button; highlighting loads per
+// language on demand (highlight.ts), after the text is already readable.
+
+import DOMPurify from 'dompurify';
+import { Marked, type Tokens } from 'marked';
+
+const escapes: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+export function escapeHtml(s: string): string {
+  return s.replace(/[&<>"']/g, (c) => escapes[c]);
+}
+
+const marked = new Marked({
+  gfm: true,
+  breaks: true,
+  async: false,
+  renderer: {
+    // Raw HTML from the model is text, not markup.
+    html({ text }: Tokens.HTML | Tokens.Tag): string {
+      return escapeHtml(text);
+    },
+    code({ text, lang }: Tokens.Code): string {
+      const language = (lang ?? '').trim().split(/\s+/)[0].toLowerCase().replace(/[^a-z0-9+#-]/g, '');
+      const cls = language ? ` class="language-${language}"` : '';
+      return (
+        `<div class="code-block"><div class="code-head"><span class="code-lang">${escapeHtml(language || 'text')}</span>` +
+        `<button type="button" class="copy" data-copy="1" aria-label="Copy code">Copy</button></div>` +
+        `<pre><code${cls}>${escapeHtml(text)}</code></pre></div>`
+      );
+    },
+  },
+});
+
+let hooked = false;
+function hook(): void {
+  if (hooked) return;
+  hooked = true;
+  DOMPurify.addHook('afterSanitizeAttributes', (node) => {
+    if (node.tagName === 'A') {
+      node.setAttribute('target', '_blank');
+      node.setAttribute('rel', 'noopener noreferrer nofollow');
+    }
+  });
+}
+
+const cache = new Map<string, string>();
+const CACHE_MAX = 4000;
+
+/** Sanitized HTML for a Markdown text (memoized: a long thread re-renders often). */
+export function renderMarkdown(text: string, remember = true): string {
+  const hit = cache.get(text);
+  if (hit !== undefined) return hit;
+  hook();
+  const raw = marked.parse(text) as string;
+  const clean = DOMPurify.sanitize(raw.trim(), {
+    FORBID_TAGS: ['style', 'form', 'input', 'textarea', 'select', 'iframe', 'object', 'embed', 'svg', 'math'],
+    FORBID_ATTR: ['style'],
+    ALLOWED_URI_REGEXP: /^(?:https?:|mailto:|#)/i,
+  });
+  if (!remember) return clean;
+  if (cache.size >= CACHE_MAX) cache.delete(cache.keys().next().value as string);
+  cache.set(text, clean);
+  return clean;
+}
