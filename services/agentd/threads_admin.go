@@ -18,65 +18,28 @@ const (
 	snippetRadius = 60
 )
 
-// ThreadRenameParams are the parameters of thread/rename.
-type ThreadRenameParams struct {
-	ThreadID string `json:"threadId"`
-	Title    string `json:"title"`
-}
-
-// ThreadArchiveParams are the parameters of thread/archive. Archived
-// defaults to true; false brings the thread back.
-type ThreadArchiveParams struct {
-	ThreadID string `json:"threadId"`
-	Archived *bool  `json:"archived,omitempty"`
-}
-
-// ThreadSearchParams are the parameters of thread/search.
-type ThreadSearchParams struct {
-	Query string `json:"query"`
-	Limit int    `json:"limit,omitempty"`
-}
-
-// SearchHit is one thread thread/search found, with where it matched.
-type SearchHit struct {
-	Thread Thread `json:"thread"`
-	// Field is "title" or "text" (a user or agent message).
-	Field string `json:"field"`
-	// Snippet is plain text around the first match (at most about 120
-	// characters), empty for a title match.
-	Snippet string `json:"snippet"`
-}
-
-// WorkspaceInfo is one workspace of workspace/list.
-type WorkspaceInfo struct {
-	Path        string `json:"path"`
-	Trusted     bool   `json:"trusted"`
-	ThreadCount int    `json:"threadCount"`
-	LastUsedAt  string `json:"lastUsedAt,omitempty"`
-}
-
-// ProfileInfo is one profile of profile/list: its name and runtime, never
-// its command, environment or credentials.
-type ProfileInfo struct {
-	Name     string `json:"name"`
-	Provider string `json:"provider"`
-	Model    string `json:"model,omitempty"`
-	Default  bool   `json:"default,omitempty"`
-}
+type (
+	ThreadRenameParams  = api.ThreadRenameParams
+	ThreadArchiveParams = api.ThreadArchiveParams
+	ThreadSearchParams  = api.ThreadSearchParams
+	SearchHit           = api.SearchHit
+	WorkspaceInfo       = api.WorkspaceInfo
+	ProfileInfo         = api.ProfileInfo
+)
 
 func (a *Agentd) threadAdminMethods(mux *rpc.Mux) {
 	mux.Handle(api.MethodThreadRename, rpc.Method(a.threadRename))
 	mux.Handle(api.MethodThreadArchive, rpc.Method(a.threadArchive))
 	mux.Handle(api.MethodThreadSearch, rpc.Method(a.threadSearch))
 	mux.Handle(api.MethodWorkspaceList, rpc.Method(a.workspaceList))
-	mux.Handle(api.MethodProfileList, rpc.Method(func(ctx context.Context, _ struct{}) (map[string]any, error) {
+	mux.Handle(api.MethodProfileList, rpc.Method(func(ctx context.Context, _ api.Empty) (api.ProfileListResult, error) {
 		def := a.cfg.DefaultProfile()
 		out := []ProfileInfo{}
 		for name, p := range a.cfg.Profiles {
 			out = append(out, ProfileInfo{Name: name, Provider: p.Provider, Model: p.Model, Default: name == def})
 		}
 		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-		return map[string]any{"profiles": out}, nil
+		return api.ProfileListResult{Profiles: out}, nil
 	}))
 }
 
@@ -88,16 +51,16 @@ func checkTitle(title string) error {
 	return nil
 }
 
-func (a *Agentd) threadRename(ctx context.Context, p ThreadRenameParams) (map[string]any, error) {
+func (a *Agentd) threadRename(ctx context.Context, p ThreadRenameParams) (api.ThreadResult, error) {
 	if err := a.requireOwner(); err != nil {
-		return nil, err
+		return api.ThreadResult{}, err
 	}
 	p.Title = strings.TrimSpace(p.Title)
 	if err := checkTitle(p.Title); err != nil {
-		return nil, err
+		return api.ThreadResult{}, err
 	}
 	if _, err := getThread(ctx, a.e.q, p.ThreadID); err != nil {
-		return nil, err
+		return api.ThreadResult{}, err
 	}
 	var th Thread
 	err := a.j.do(ctx, func(w *txw) error {
@@ -111,18 +74,18 @@ func (a *Agentd) threadRename(ctx context.Context, p ThreadRenameParams) (map[st
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return api.ThreadResult{}, err
 	}
-	return map[string]any{"thread": th}, nil
+	return api.ThreadResult{Thread: th}, nil
 }
 
-func (a *Agentd) threadArchive(ctx context.Context, p ThreadArchiveParams) (map[string]any, error) {
+func (a *Agentd) threadArchive(ctx context.Context, p ThreadArchiveParams) (api.ThreadResult, error) {
 	if err := a.requireOwner(); err != nil {
-		return nil, err
+		return api.ThreadResult{}, err
 	}
 	archive := p.Archived == nil || *p.Archived
 	if _, err := getThread(ctx, a.e.q, p.ThreadID); err != nil {
-		return nil, err
+		return api.ThreadResult{}, err
 	}
 	var th Thread
 	err := a.j.do(ctx, func(w *txw) error {
@@ -139,9 +102,9 @@ func (a *Agentd) threadArchive(ctx context.Context, p ThreadArchiveParams) (map[
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return api.ThreadResult{}, err
 	}
-	return map[string]any{"thread": th}, nil
+	return api.ThreadResult{Thread: th}, nil
 }
 
 // likePattern is a LIKE pattern matching s anywhere, with \ as the escape.
@@ -150,14 +113,14 @@ func likePattern(s string) string {
 	return "%" + r.Replace(s) + "%"
 }
 
-func (a *Agentd) threadSearch(ctx context.Context, p ThreadSearchParams) (map[string]any, error) {
+func (a *Agentd) threadSearch(ctx context.Context, p ThreadSearchParams) (api.ThreadSearchResult, error) {
 	q := strings.TrimSpace(p.Query)
 	if q == "" || len(q) > maxQuery || !utf8.ValidString(q) {
-		return nil, errs.New(errs.InvalidParams, "query must be 1 to %d bytes of text", maxQuery)
+		return api.ThreadSearchResult{}, errs.New(errs.InvalidParams, "query must be 1 to %d bytes of text", maxQuery)
 	}
 	limit, err := pageLimit(p.Limit, 20, 100)
 	if err != nil {
-		return nil, err
+		return api.ThreadSearchResult{}, err
 	}
 	pat := likePattern(q)
 	// Titles first, then messages; newest activity first within each.
@@ -175,7 +138,7 @@ func (a *Agentd) threadSearch(ctx context.Context, p ThreadSearchParams) (map[st
 			                AND json_extract(i.payload, '$.text') LIKE ?1 ESCAPE '\')
 		) ORDER BY rank, updated DESC, id DESC LIMIT ?2`, pat, limit)
 	if err != nil {
-		return nil, dbErr(err)
+		return api.ThreadSearchResult{}, dbErr(err)
 	}
 	type found struct{ id, field, text string }
 	var hits []found
@@ -183,13 +146,13 @@ func (a *Agentd) threadSearch(ctx context.Context, p ThreadSearchParams) (map[st
 		var f found
 		if err := rows.Scan(&f.id, &f.field, &f.text); err != nil {
 			rows.Close()
-			return nil, dbErr(err)
+			return api.ThreadSearchResult{}, dbErr(err)
 		}
 		hits = append(hits, f)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, dbErr(err)
+		return api.ThreadSearchResult{}, dbErr(err)
 	}
 	out := []SearchHit{}
 	for _, f := range hits {
@@ -199,7 +162,7 @@ func (a *Agentd) threadSearch(ctx context.Context, p ThreadSearchParams) (map[st
 		}
 		out = append(out, SearchHit{Thread: th, Field: f.field, Snippet: snippet(f.text, q)})
 	}
-	return map[string]any{"hits": out}, nil
+	return api.ThreadSearchResult{Hits: out}, nil
 }
 
 // snippet is the text around the first case-insensitive match of q, on
@@ -230,12 +193,10 @@ func snippet(text, q string) string {
 	return s
 }
 
-func (a *Agentd) workspaceList(ctx context.Context, p struct {
-	Limit int `json:"limit,omitempty"`
-}) (map[string]any, error) {
+func (a *Agentd) workspaceList(ctx context.Context, p api.WorkspaceListParams) (api.WorkspaceListResult, error) {
 	limit, err := pageLimit(p.Limit, 20, 200)
 	if err != nil {
-		return nil, err
+		return api.WorkspaceListResult{}, err
 	}
 	rows, err := a.e.q.QueryContext(ctx, `
 		SELECT w.path, w.trusted, COUNT(t.id), MAX(t.updated_at)
@@ -244,7 +205,7 @@ func (a *Agentd) workspaceList(ctx context.Context, p struct {
 		 ORDER BY MAX(t.updated_at) IS NULL, MAX(t.updated_at) DESC, w.path
 		 LIMIT ?`, limit)
 	if err != nil {
-		return nil, dbErr(err)
+		return api.WorkspaceListResult{}, dbErr(err)
 	}
 	defer rows.Close()
 	out := []WorkspaceInfo{}
@@ -253,7 +214,7 @@ func (a *Agentd) workspaceList(ctx context.Context, p struct {
 		var trusted int
 		var last *int64
 		if err := rows.Scan(&w.Path, &trusted, &w.ThreadCount, &last); err != nil {
-			return nil, dbErr(err)
+			return api.WorkspaceListResult{}, dbErr(err)
 		}
 		w.Trusted = trusted == 1
 		if last != nil {
@@ -262,7 +223,7 @@ func (a *Agentd) workspaceList(ctx context.Context, p struct {
 		out = append(out, w)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, dbErr(err)
+		return api.WorkspaceListResult{}, dbErr(err)
 	}
-	return map[string]any{"workspaces": out}, nil
+	return api.WorkspaceListResult{Workspaces: out}, nil
 }
