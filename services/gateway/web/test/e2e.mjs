@@ -666,37 +666,43 @@ try {
   check(gz <= 150 * 1024, `initial JavaScript is ${figures.initialJsGzipKiB} KiB gzipped in ${scripts.length} file(s) (budget 150 KiB); the thread list painted at ${figures.threadListPaintedMs} ms`);
   const all = (await readdir(join(webRoot, 'dist/assets'))).filter((f) => f.endsWith('.js'));
   check(all.length > scripts.length, `the terminal, highlighter and diff view are separate chunks (${all.length} files, ${scripts.length} loaded at first)`);
-  // A 2,000-item thread renders and scrolls without long tasks.
-  await budget.fill('[data-testid=new-thread] input[name=workspace]', workspace);
-  await budget.fill('[data-testid=new-thread] input[name=title]', 'long thread');
-  await budget.click('[data-testid=new-thread] button[type=submit]');
-  await budget.waitForSelector('.thread-title >> text=long thread', { timeout: TIMEOUT });
-  for (const half of [0, 1]) {
-    const prompt = Array.from({ length: 999 }, (_, i) => `say item ${half * 1000 + i} **of** the long thread with \`code\` in it`).join('\n');
-    await sendPrompt(budget, prompt);
-    await waitLastTurn(budget, 'completed');
+  // A 2,000-item thread renders and scrolls without long tasks: a
+  // measurement (minutes under -race on a loaded machine), run when
+  // DEEPCODE_WEB_LONG_THREAD=1 (make web-shots sets it).
+  if (process.env.DEEPCODE_WEB_LONG_THREAD === '1') {
+    await budget.fill('[data-testid=new-thread] input[name=workspace]', workspace);
+    await budget.fill('[data-testid=new-thread] input[name=title]', 'long thread');
+    await budget.click('[data-testid=new-thread] button[type=submit]');
+    await budget.waitForSelector('.thread-title >> text=long thread', { timeout: TIMEOUT });
+    for (const half of [0, 1]) {
+      const prompt = Array.from({ length: 999 }, (_, i) => `say item ${half * 1000 + i} **of** the long thread with \`code\` in it`).join('\n');
+      await sendPrompt(budget, prompt);
+      await waitLastTurn(budget, 'completed');
+    }
+    const longId = await budget.getAttribute('[data-testid=thread-view]', 'data-thread-id');
+    const r0 = Date.now();
+    await budget.reload();
+    await budget.waitForSelector(`[data-testid=thread-view][data-thread-id="${longId}"]`, { timeout: TIMEOUT });
+    await waitAgentText(budget, 'item 1998 of the long thread with code in it');
+    figures.longThreadOpenMs = Date.now() - r0;
+    const renderTasks = await budget.evaluate(() => window.__long.splice(0));
+    figures.longThreadOpenLongTasks = renderTasks.length;
+    figures.longThreadOpenMaxTaskMs = Math.round(Math.max(0, ...renderTasks));
+    const t0 = Date.now();
+    for (let i = 0; i < 30; i++) {
+      await budget.evaluate(() => (document.querySelector('[data-testid=transcript]').scrollTop -= 2500));
+      await budget.waitForTimeout(50);
+    }
+    figures.longThreadScrollMs = Date.now() - t0;
+    const longTasks = await budget.evaluate(() => window.__long);
+    figures.longThreadLongTasks = longTasks.length;
+    figures.longThreadMaxTaskMs = Math.round(Math.max(0, ...longTasks));
+    figures.longThreadRowsInDom = await budget.locator('[data-testid=item]').count();
+    console.log(`figures: ${JSON.stringify(figures)}`);
+    check(figures.longThreadRowsInDom < 2000, `a 2,000-item thread keeps ${figures.longThreadRowsInDom} items in the page (windowed); longest task while scrolling: ${figures.longThreadMaxTaskMs} ms in ${longTasks.length} long task(s)`);
+  } else {
+    console.log(`figures: ${JSON.stringify(figures)}`);
   }
-  const longId = await budget.getAttribute('[data-testid=thread-view]', 'data-thread-id');
-  const r0 = Date.now();
-  await budget.reload();
-  await budget.waitForSelector(`[data-testid=thread-view][data-thread-id="${longId}"]`, { timeout: TIMEOUT });
-  await waitAgentText(budget, 'item 1998 of the long thread with code in it');
-  figures.longThreadOpenMs = Date.now() - r0;
-  const renderTasks = await budget.evaluate(() => window.__long.splice(0));
-  figures.longThreadOpenLongTasks = renderTasks.length;
-  figures.longThreadOpenMaxTaskMs = Math.round(Math.max(0, ...renderTasks));
-  const t0 = Date.now();
-  for (let i = 0; i < 30; i++) {
-    await budget.evaluate(() => (document.querySelector('[data-testid=transcript]').scrollTop -= 2500));
-    await budget.waitForTimeout(50);
-  }
-  figures.longThreadScrollMs = Date.now() - t0;
-  const longTasks = await budget.evaluate(() => window.__long);
-  figures.longThreadLongTasks = longTasks.length;
-  figures.longThreadMaxTaskMs = Math.round(Math.max(0, ...longTasks));
-  figures.longThreadRowsInDom = await budget.locator('[data-testid=item]').count();
-  console.log(`figures: ${JSON.stringify(figures)}`);
-  check(figures.longThreadRowsInDom < 2000, `a 2,000-item thread keeps ${figures.longThreadRowsInDom} items in the page (windowed); longest task while scrolling: ${figures.longThreadMaxTaskMs} ms in ${longTasks.length} long task(s)`);
   await budget.close();
 
   // 10. Log out: the session ends and its sockets are refused.
