@@ -17,22 +17,11 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// automationView is what the commands read of an automation; --json
-// prints the service's answer unchanged.
+// automationView is the contract's automation with its last result
+// decoded; --json prints the service's answer unchanged.
 type automationView struct {
-	ID              string          `json:"id"`
-	Name            string          `json:"name"`
-	Cron            string          `json:"cron"`
-	TimeZone        string          `json:"timeZone"`
-	Workspace       string          `json:"workspace"`
-	Profile         string          `json:"profile"`
-	Prompt          string          `json:"prompt"`
-	Enabled         bool            `json:"enabled"`
-	MissedRunPolicy string          `json:"missedRunPolicy"`
-	ThreadID        string          `json:"threadId"`
-	NextFireAt      *time.Time      `json:"nextFireAt"`
-	LastResult      *runSummaryView `json:"lastResult"`
-	Revision        int64           `json:"revision"`
+	api.Automation
+	LastResult *runSummaryView `json:"lastResult"`
 }
 
 type runSummaryView struct {
