@@ -484,6 +484,17 @@ func (m *tuiModel) live(ev client.Event) tea.Cmd {
 }
 
 func (m *tuiModel) key(k tea.KeyMsg) tea.Cmd {
+	// Text that arrives as one event (fast typing, a slow link, an input
+	// method, a paste) is text: bubbletea joins the characters of one read,
+	// and its String() can then read like a key name ("right", "enter",
+	// "y") that the bindings below and the prompt's own would act on,
+	// dropping the word.
+	if k.Type == tea.KeyRunes && (len(k.Runes) > 1 || k.Paste) {
+		if m.focus == focusPrompt {
+			m.prompt.InsertString(string(k.Runes))
+		}
+		return nil
+	}
 	switch k.String() {
 	case "ctrl+c":
 		return tea.Quit
