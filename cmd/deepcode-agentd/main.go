@@ -3,6 +3,8 @@
 package main
 
 import (
+	"os"
+
 	"github.com/deepcode-dev/deepcode/services/agentd"
 	"github.com/deepcode-dev/deepcode/services/agentd/runtime/native"
 	"github.com/deepcode-dev/deepcode/shared/service"
@@ -12,5 +14,9 @@ func main() {
 	// Started as the deepcode provider's sandbox helper, it restricts
 	// itself and becomes the sandboxed command instead.
 	native.SandboxMain()
+	// The offline commands (rebuild, restore) of a stopped instance.
+	if agentd.IsOffline(os.Args[1:]) {
+		os.Exit(agentd.OfflineMain(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	service.Main(agentd.Spec())
 }

@@ -108,6 +108,7 @@ func setup(ctx context.Context, svc *service.Service) error {
 	}
 	a.renewCtx, a.renewCancel = context.WithCancel(context.Background())
 	a.j = newJournal(wdb, a.currentLease, a.publish, a.leaseLost, svc.Log)
+	a.j.transcripts = newTranscripts(svc.Layout.SessionsDir(), svc.Log)
 	// The writer runs for the daemon's whole life, owner or not: stop
 	// closes it, and an acquire retried after a failed recovery must not
 	// start a second one. Only the owner submits ops (requireOwner).
@@ -389,6 +390,7 @@ func (a *Agentd) stop(ctx context.Context) error {
 		a.e.cancel()
 	}
 	a.j.close()
+	a.j.transcripts.close()
 	a.renewCancel()
 	a.bg.Wait()
 	if a.owner.Swap(false) {

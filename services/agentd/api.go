@@ -27,6 +27,7 @@ const (
 
 func (a *Agentd) methods(mux *rpc.Mux) {
 	mux.HandleFunc(api.MethodInitialize, a.initialize)
+	a.transcriptMethods(mux)
 	mux.Handle(api.MethodThreadStart, rpc.Method(a.threadStart))
 	mux.Handle(api.MethodThreadWorkspace, rpc.Method(a.threadWorkspace))
 	mux.Handle(api.MethodThreadList, rpc.Method(func(ctx context.Context, p api.PageParams) (api.ThreadListResult, error) {
@@ -240,6 +241,8 @@ func (a *Agentd) createThread(ctx context.Context, p ThreadStartParams, kind str
 			id, ws, p.Profile, p.Title, kind, ms(w.now), ms(w.now)); err != nil {
 			return err
 		}
+		w.transcribe(api.TranscriptRecord{Type: api.RecordThreadCreated, ThreadID: id,
+			Thread: &api.TranscriptThread{Workspace: ws, Profile: p.Profile, Title: p.Title, Kind: kind}})
 		var err error
 		th, err = getThread(ctx, w, id)
 		return err
@@ -351,6 +354,10 @@ func (a *Agentd) submit(ctx context.Context, submission string, p TurnSubmitPara
 			itemID, p.ThreadID, turnID, p.MessageID, fp, string(payload), ms(w.now), ms(w.now)); err != nil {
 			return err
 		}
+		w.transcribe(api.TranscriptRecord{Type: api.RecordTurnQueued, ThreadID: p.ThreadID, TurnID: turnID,
+			Turn: &api.TranscriptTurn{Ordinal: ordinal, Submission: submission, MessageID: p.MessageID, Profile: profile, Model: p.Model, Reasoning: p.Reasoning}})
+		w.transcribe(api.TranscriptRecord{Type: api.RecordInput, ThreadID: p.ThreadID, TurnID: turnID,
+			Input: &api.TranscriptInput{ItemID: itemID, MessageID: p.MessageID, Fingerprint: fp, Submission: submission, Text: p.Input.Text}})
 		t, err := getTurn(ctx, w, p.ThreadID, turnID)
 		if err != nil {
 			return err
@@ -457,6 +464,13 @@ func (a *Agentd) steer(ctx context.Context, p TurnSteerParams) (TurnSteerResult,
 			VALUES (?, ?, ?, 'userMessage', 'completed', ?, 'pending', ?, ?, ?, ?)`,
 			itemID, p.ThreadID, p.ExpectedTurnID, p.MessageID, p.ExpectedTurnID, string(payload), ms(w.now), ms(w.now))
 		recorded = err == nil
+		if recorded {
+			// Written unknown: the transcript proves the input was
+			// persisted, not that the turn's mailbox took it.
+			w.transcribe(api.TranscriptRecord{Type: api.RecordInput, ThreadID: p.ThreadID, TurnID: p.ExpectedTurnID,
+				Input: &api.TranscriptInput{ItemID: itemID, MessageID: p.MessageID, Submission: SubmitSteer,
+					ExpectedTurnID: p.ExpectedTurnID, DeliveryState: DeliveryUnknown, Text: p.Input.Text}})
+		}
 		return err
 	})
 	if err != nil || !recorded {

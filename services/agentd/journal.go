@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/store"
 )
@@ -38,6 +39,9 @@ type journal struct {
 	log     *slog.Logger
 	now     func() time.Time
 	onLost  func(error)
+	// transcripts receives each committed batch's transcript records; nil
+	// writes none.
+	transcripts *transcripts
 
 	heads     map[string]int64 // last sequence per thread; writer goroutine only
 	lingerFor time.Duration    // outputLinger; tests change it
@@ -58,7 +62,12 @@ type txw struct {
 	j      *journal
 	now    time.Time
 	events []Event
-	undo   map[string]int64 // thread → head before this op
+	// records are the op's canonical transcript records, appended after
+	// the commit (dropped with the op when it fails).
+	records []api.TranscriptRecord
+	// quiet: the op's events add no transcript records of their own.
+	quiet bool
+	undo  map[string]int64 // thread → head before this op
 	// stmts are the prepared statements bound to tx, shared by the ops of
 	// the transaction.
 	stmts map[string]*sql.Stmt
@@ -191,6 +200,7 @@ func (j *journal) linger(batch []*op) []*op {
 func (j *journal) apply(batch []*op) {
 	results := make([]error, len(batch))
 	var published []Event
+	var records []api.TranscriptRecord
 	touched := map[string]bool{}
 	// A batch of one op needs no savepoint: when the op fails, the whole
 	// transaction is rolled back instead. Besides two statements, that
@@ -201,6 +211,7 @@ func (j *journal) apply(batch []*op) {
 	opFailed := false
 	err := j.db.Fenced(context.Background(), j.lease(), func(tx *sql.Tx) error {
 		published = published[:0]
+		records = records[:0]
 		clear(touched)
 		stmts := map[string]*sql.Stmt{}
 		for i, o := range batch {
@@ -236,6 +247,7 @@ func (j *journal) apply(batch []*op) {
 				touched[t] = true
 			}
 			published = append(published, w.events...)
+			records = append(records, w.records...)
 		}
 		w := &txw{tx: tx, j: j, stmts: stmts}
 		for t := range touched {
@@ -260,8 +272,14 @@ func (j *journal) apply(batch []*op) {
 			j.onLost(err)
 		}
 		j.log.Error("journal transaction failed", "ops", len(batch), "err", err)
-	} else if len(published) > 0 && j.publish != nil {
-		j.publish(published)
+	} else {
+		// Before the next batch, so that a transcript holds every
+		// committed change by the time another op runs (store/backup and
+		// store/verify take their snapshot in an op).
+		j.transcripts.append(records)
+		if len(published) > 0 && j.publish != nil {
+			j.publish(published)
+		}
 	}
 	for i, o := range batch {
 		if o.done != nil {
@@ -361,5 +379,23 @@ func (w *txw) Append(threadID, typ string, payload any) (Event, error) {
 	}
 	w.j.heads[threadID] = ev.Sequence
 	w.events = append(w.events, ev)
+	if w.j.transcripts != nil && !w.quiet {
+		if rec, ok := recordOfEvent(ev, payload); ok {
+			w.transcribe(rec)
+		}
+	}
 	return ev, nil
+}
+
+// transcribe adds a record to the thread's canonical transcript, written
+// when the op's transaction commits.
+func (w *txw) transcribe(rec api.TranscriptRecord) {
+	if w.j.transcripts == nil {
+		return
+	}
+	rec.V = api.TranscriptVersion
+	if rec.At.IsZero() {
+		rec.At = w.now
+	}
+	w.records = append(w.records, rec)
 }

@@ -71,6 +71,10 @@ func (a *Agentd) threadRename(ctx context.Context, p ThreadRenameParams) (api.Th
 		}
 		var err error
 		th, err = getThread(ctx, w, p.ThreadID)
+		if err == nil {
+			w.transcribe(api.TranscriptRecord{Type: api.RecordThreadUpdated, ThreadID: p.ThreadID,
+				Thread: &api.TranscriptThread{Title: th.Title, Archived: th.Archived}})
+		}
 		return err
 	})
 	if err != nil {
@@ -99,6 +103,10 @@ func (a *Agentd) threadArchive(ctx context.Context, p ThreadArchiveParams) (api.
 			return err
 		}
 		th, err = getThread(ctx, w, p.ThreadID)
+		if err == nil {
+			w.transcribe(api.TranscriptRecord{Type: api.RecordThreadUpdated, ThreadID: p.ThreadID,
+				Thread: &api.TranscriptThread{Title: th.Title, Archived: th.Archived}})
+		}
 		return err
 	})
 	if err != nil {

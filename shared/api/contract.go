@@ -32,6 +32,10 @@ const (
 	SurfaceBusiness = "business"
 	// SurfaceControl is the manager's POST /control/rpc.
 	SurfaceControl = "control"
+	// SurfaceLocal is a service's own socket (in the user's private
+	// runtime folder) only: the gateway does not forward it. Methods that
+	// write files where they are told (store/backup) are local.
+	SurfaceLocal = "local"
 )
 
 // Empty is the params or result of a method that takes or returns nothing
@@ -116,6 +120,15 @@ var Contract = []MethodSpec{
 		Errors: threadErrs, Retry: RetryNever, Summary: "sets a thread's title"},
 	{Name: MethodThreadArchive, Service: ServiceAgentd, Surface: SurfaceBusiness, Params: ThreadArchiveParams{}, Result: ThreadResult{},
 		Errors: threadErrs, Retry: RetryNever, Summary: "archives a thread, or brings it back"},
+	{Name: MethodThreadImport, Service: ServiceAgentd, Surface: SurfaceBusiness, Params: ThreadImportParams{}, Result: ThreadResult{},
+		Errors: []errs.Code{errs.WorkspaceUntrusted, errs.LeaseLost}, Retry: RetryNever,
+		Summary: "creates a thread from a transcript's records (new ids; keys and fingerprints kept)"},
+	{Name: MethodStoreVerify, Service: ServiceAgentd, Surface: SurfaceLocal, Params: StoreVerifyParams{}, Result: StoreVerifyResult{},
+		Errors: []errs.Code{errs.NotFound}, DrainSafe: true, Retry: RetrySafe,
+		Summary: "compares each thread's transcript with the database and lists the disagreements"},
+	{Name: MethodStoreBackup, Service: ServiceAgentd, Surface: SurfaceLocal, Params: StoreBackupParams{}, Result: StoreBackupResult{},
+		Errors: []errs.Code{errs.Conflict, errs.StorageFull}, DrainSafe: true, Retry: RetryNever,
+		Summary: "writes a consistent online copy of the database and the transcripts into a new file, verified"},
 	{Name: MethodThreadSearch, Service: ServiceAgentd, Surface: SurfaceBusiness, Params: ThreadSearchParams{}, Result: ThreadSearchResult{},
 		DrainSafe: true, Retry: RetrySafe, Summary: "threads whose title or messages contain a text"},
 	{Name: MethodWorkspaceList, Service: ServiceAgentd, Surface: SurfaceBusiness, Params: WorkspaceListParams{}, Result: WorkspaceListResult{},

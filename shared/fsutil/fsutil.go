@@ -56,3 +56,20 @@ func EnsurePrivateDir(dir string) error {
 	}
 	return nil
 }
+
+// SyncFile flushes the file at path to stable storage.
+func SyncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// SyncDir flushes a folder's entries (a rename into it), where the system
+// can.
+func SyncDir(dir string) { syncDir(dir) }

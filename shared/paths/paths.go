@@ -155,6 +155,23 @@ func DatabaseID(absPath string) string {
 	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:])[:12])
 }
 
+// SessionsDir holds the instance's canonical thread transcripts
+// (<thread>.jsonl): $DEEPCODE_HOME/sessions for the default database,
+// <db-dir>/<db-stem>.sessions beside any other.
+func (l *Layout) SessionsDir() string {
+	if home := l.Home; home != "" {
+		def := DefaultDatabase(home)
+		if real, err := filepath.EvalSymlinks(filepath.Dir(def)); err == nil {
+			def = filepath.Join(real, filepath.Base(def))
+		}
+		if def == l.Database {
+			return filepath.Join(home, "sessions")
+		}
+	}
+	dir, base := filepath.Split(l.Database)
+	return filepath.Join(dir, strings.TrimSuffix(base, filepath.Ext(base))+".sessions")
+}
+
 // InstanceLock, InstanceJSON, Token, ServiceLog and ManagementLock are the
 // discovery files.
 func (l *Layout) InstanceLock() string   { return filepath.Join(l.ServiceDir, "instance.lock") }

@@ -115,6 +115,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.database, "database", "", "database file of the instance to address (default $DEEPCODE_HOME/state/deepcode.sqlite3)")
 	root.AddCommand(a.serviceCommand(), a.serveCommand(), a.execCommand(), a.agentsCommand(), a.webCommand())
 	root.AddCommand(a.automationsCommand())
+	root.AddCommand(a.threadsCommand())
 	root.AddCommand(a.relayCommand(), a.tuiCommand(), a.protocolCommand())
 	a.tuiRoot(root) // deepcode with no subcommand: the TUI on a terminal
 	return root

@@ -39,6 +39,7 @@ func (a *app) serviceCommand() *cobra.Command {
 	}
 	svc.AddCommand(a.startCommand(), a.statusCommand(), a.stopCommand(), a.restartCommand(), a.logsCommand())
 	svc.AddCommand(a.installCommand(), a.uninstallCommand(), a.doctorCommand())
+	svc.AddCommand(a.backupCommand(), a.restoreCommand(), a.verifyCommand(), a.rebuildCommand())
 	return svc
 }
 

@@ -1,0 +1,427 @@
+package agentd
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"time"
+
+	"github.com/gofrs/flock"
+
+	"github.com/deepcode-dev/deepcode/shared/api"
+	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/fsutil"
+	"github.com/deepcode-dev/deepcode/shared/paths"
+	"github.com/deepcode-dev/deepcode/shared/store"
+)
+
+// Offline commands: what runs on a database while its instance is stopped
+// (deepcode-agentd rebuild|restore, called by `deepcode service rebuild`
+// and `deepcode service restore`). Each prints one JSON object: its result
+// on stdout, or {"error": …} on stderr with exit status 1.
+
+// IsOffline reports whether args (os.Args[1:]) name an offline command.
+func IsOffline(args []string) bool {
+	return len(args) > 0 && (args[0] == "rebuild" || args[0] == "restore")
+}
+
+// OfflineMain runs an offline command and returns the exit status.
+func OfflineMain(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	var res any
+	var err error
+	switch args[0] {
+	case "rebuild":
+		fl := flag.NewFlagSet("rebuild", flag.ContinueOnError)
+		fl.SetOutput(io.Discard)
+		from := fl.String("from", "", "the folder of transcripts")
+		db := fl.String("database", "", "the database to create")
+		if err = fl.Parse(args[1:]); err == nil {
+			res, err = Rebuild(ctx, *from, *db)
+		} else {
+			err = errs.New(errs.InvalidParams, "rebuild: %v", err)
+		}
+	case "restore":
+		fl := flag.NewFlagSet("restore", flag.ContinueOnError)
+		fl.SetOutput(io.Discard)
+		from := fl.String("from", "", "the backup file")
+		db := fl.String("database", "", "the database to replace")
+		if err = fl.Parse(args[1:]); err == nil {
+			res, err = Restore(ctx, *from, *db)
+		} else {
+			err = errs.New(errs.InvalidParams, "restore: %v", err)
+		}
+	}
+	if err != nil {
+		e := errs.From(err)
+		b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": e.Code, "message": e.Message, "retryable": e.Retryable, "data": e.Data}})
+		fmt.Fprintln(stderr, string(b))
+		return 1
+	}
+	b, _ := json.Marshal(res)
+	fmt.Fprintln(stdout, string(b))
+	return 0
+}
+
+// RebuildResult is what a rebuild made.
+type RebuildResult struct {
+	Database     string                  `json:"database"`
+	From         string                  `json:"from"`
+	SessionsDir  string                  `json:"sessionsDir"`
+	Threads      int                     `json:"threads"`
+	Records      int                     `json:"records"`
+	Events       int                     `json:"events"`
+	Seconds      float64                 `json:"seconds"`
+	EventsPerSec float64                 `json:"eventsPerSecond"`
+	Findings     []api.TranscriptFinding `json:"findings"`
+}
+
+// lockStopped takes the instance lock of l, which a running instance's
+// supervisor holds for its whole life: a failure means it runs.
+func lockStopped(l *paths.Layout) (*flock.Flock, error) {
+	if err := l.EnsureServiceDir(); err != nil {
+		return nil, err
+	}
+	lk := flock.New(l.InstanceLock())
+	ok, err := lk.TryLock()
+	if err != nil {
+		return nil, errs.Wrap(err, errs.Internal, "taking %s", l.InstanceLock())
+	}
+	if !ok {
+		return nil, errs.New(errs.Conflict, "the instance of %s is running: stop it first (deepcode service stop)", l.Database)
+	}
+	return lk, nil
+}
+
+// Rebuild builds a new projection database from the transcripts in from
+// (default: the sessions folder of the default database) and gives it the
+// transcripts (copied into its sessions folder, when that is another).
+func Rebuild(ctx context.Context, from, database string) (RebuildResult, error) {
+	res := RebuildResult{Findings: []api.TranscriptFinding{}}
+	if database == "" {
+		return res, errs.New(errs.InvalidParams, "--database NEW is required: the database file to create")
+	}
+	l, err := paths.Resolve("", database)
+	if err != nil {
+		return res, err
+	}
+	if from == "" {
+		home, err := paths.Home()
+		if err != nil {
+			return res, err
+		}
+		def, err := paths.Resolve(home, "")
+		if err != nil {
+			return res, err
+		}
+		from = def.SessionsDir()
+	}
+	from, _ = filepath.Abs(from)
+	if fi, err := os.Stat(from); err != nil || !fi.IsDir() {
+		return res, errs.New(errs.NotFound, "no transcripts folder %s: give --from DIR", from)
+	}
+	if _, err := os.Lstat(l.Database); err == nil {
+		return res, errs.New(errs.Conflict, "%s exists: a rebuild creates a new database; give another --database", l.Database)
+	}
+	lk, err := lockStopped(l)
+	if err != nil {
+		return res, err
+	}
+	defer lk.Unlock()
+	res.Database, res.From, res.SessionsDir = l.Database, from, l.SessionsDir()
+	partial := l.Database + ".rebuild-partial"
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		_ = os.Remove(partial + suffix)
+	}
+	start := time.Now()
+	db, err := store.Open(ctx, partial)
+	if err != nil {
+		return res, err
+	}
+	threads, err := transcriptThreads(from)
+	if err != nil {
+		db.Close()
+		return res, errs.Wrap(err, errs.Internal, "listing %s", from)
+	}
+	for _, th := range threads {
+		recs, findings, err := readTranscript(transcriptPath(from, th), -1)
+		res.Findings = append(res.Findings, findings...)
+		if err != nil {
+			res.Findings = append(res.Findings, api.TranscriptFinding{ThreadID: th, Kind: "unreadable", Detail: err.Error()})
+			continue
+		}
+		n, err := rebuildThread(ctx, db.SQL(), recs)
+		if err != nil {
+			if ctx.Err() != nil {
+				db.Close()
+				return res, errs.Wrap(ctx.Err(), errs.DaemonTimeout, "the rebuild was cancelled")
+			}
+			res.Findings = append(res.Findings, api.TranscriptFinding{ThreadID: th, Kind: "notRebuilt", Detail: errs.From(err).Message})
+			continue
+		}
+		res.Threads++
+		res.Records += len(recs)
+		res.Events += n
+	}
+	if err := db.Close(); err != nil {
+		return res, err
+	}
+	if err := fsutil.SyncFile(partial); err != nil {
+		return res, err
+	}
+	if err := os.Rename(partial, l.Database); err != nil {
+		return res, errs.Wrap(err, errs.Internal, "naming the database %s", l.Database)
+	}
+	fsutil.SyncDir(filepath.Dir(l.Database))
+	res.Seconds = time.Since(start).Seconds()
+	if res.Seconds > 0 {
+		res.EventsPerSec = float64(res.Events) / res.Seconds
+	}
+	if filepath.Clean(l.SessionsDir()) != filepath.Clean(from) {
+		if err := copyTranscripts(from, l.SessionsDir(), threads); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// rebuildThread projects one thread's records in one transaction and
+// returns how many events it wrote.
+func rebuildThread(ctx context.Context, db *sql.DB, recs []api.TranscriptRecord) (int, error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	log := &eventLog{ctx: ctx, x: tx, heads: map[string]int64{}}
+	p := &projector{ctx: ctx, x: tx, id: identity, appendEvent: log.append}
+	for i, rec := range recs {
+		if err := p.apply(rec); err != nil {
+			return 0, fmt.Errorf("%s: %w", describeRecord(i, rec), err)
+		}
+	}
+	// Turns the transcript leaves open stay as they are: the next agentd
+	// settles them by its recovery rules (nothing is run again).
+	return log.n, tx.Commit()
+}
+
+// copyTranscripts copies the named threads' transcripts from one folder
+// to another (each written beside and renamed; never over a newer one).
+func copyTranscripts(from, to string, threads []string) error {
+	if err := fsutil.EnsurePrivateDir(to); err != nil {
+		return err
+	}
+	for _, th := range threads {
+		b, err := os.ReadFile(transcriptPath(from, th))
+		if err != nil {
+			return err
+		}
+		if _, err := os.Lstat(transcriptPath(to, th)); err == nil {
+			continue
+		}
+		if err := fsutil.WriteFileAtomic(transcriptPath(to, th), b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RestoreResult is what a restore did.
+type RestoreResult struct {
+	Database      string           `json:"database"`
+	From          string           `json:"from"`
+	Previous      string           `json:"previous,omitempty"`
+	SchemaVersion int              `json:"schemaVersion"`
+	MigratedFrom  int              `json:"migratedFrom"`
+	Rows          map[string]int64 `json:"rows"`
+	Transcripts   int              `json:"transcripts"`
+}
+
+// Restore replaces the (stopped) instance's database and transcripts with
+// a backup's: checked, written beside, migrated when older, then renamed
+// into place; the previous database stays as <db>.bak (and its transcripts
+// as <sessions>.bak) until the next restore succeeds.
+func Restore(ctx context.Context, from, database string) (RestoreResult, error) {
+	var res RestoreResult
+	if from == "" {
+		return res, errs.New(errs.InvalidParams, "--from FILE is required: the backup to restore")
+	}
+	from, _ = filepath.Abs(from)
+	l, err := paths.Resolve("", database)
+	if err != nil {
+		return res, err
+	}
+	res.Database, res.From = l.Database, from
+	check, err := store.VerifyFile(ctx, from, append(append([]string(nil), backupTables...), backupTranscripts)...)
+	if err != nil {
+		return res, err
+	}
+	if check.Integrity != "ok" {
+		return res, errs.New(errs.InvalidParams, "%s fails its integrity check (%s): it cannot be restored", from, check.Integrity)
+	}
+	if latest := store.LatestSchemaVersion(); check.SchemaVersion > latest {
+		return res, errs.New(errs.SchemaTooNew,
+			"the backup was written by a newer deepcode (schema version %d, this build knows up to %d); upgrade deepcode to restore it", check.SchemaVersion, latest).
+			With("schemaVersion", check.SchemaVersion).With("supportedVersion", latest)
+	}
+	res.MigratedFrom = check.SchemaVersion
+	lk, err := lockStopped(l)
+	if err != nil {
+		return res, err
+	}
+	defer lk.Unlock()
+
+	partial := l.Database + ".restore-partial"
+	sessionsPartial := l.SessionsDir() + ".restore-partial"
+	cleanup := func() {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			_ = os.Remove(partial + suffix)
+		}
+		_ = os.RemoveAll(sessionsPartial)
+	}
+	cleanup()
+	if err := copyFile(from, partial); err != nil {
+		cleanup()
+		return res, err
+	}
+	db, err := store.Open(ctx, partial)
+	if err != nil {
+		cleanup()
+		return res, err
+	}
+	n, err := extractTranscripts(ctx, db.SQL(), sessionsPartial)
+	if err == nil {
+		res.SchemaVersion = db.SchemaVersion()
+		res.Rows = map[string]int64{}
+		for _, t := range backupTables {
+			var c int64
+			if err = db.SQL().QueryRowContext(ctx, `SELECT count(*) FROM "`+t+`"`).Scan(&c); err != nil {
+				break
+			}
+			res.Rows[t] = c
+		}
+	}
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		cleanup()
+		return res, err
+	}
+	res.Transcripts = n
+	if err := fsutil.SyncFile(partial); err != nil {
+		cleanup()
+		return res, err
+	}
+	// The previous database and transcripts become .bak (replacing an
+	// older .bak), then the restored ones take their names.
+	if _, err := os.Stat(l.Database); err == nil {
+		bak := l.Database + ".bak"
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			_ = os.Remove(bak + suffix)
+		}
+		for _, suffix := range []string{"-wal", "-shm"} {
+			if err := os.Rename(l.Database+suffix, bak+suffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				cleanup()
+				return res, errs.Wrap(err, errs.Internal, "keeping the previous database as %s", bak)
+			}
+		}
+		if err := os.Rename(l.Database, bak); err != nil {
+			cleanup()
+			return res, errs.Wrap(err, errs.Internal, "keeping the previous database as %s", bak)
+		}
+		res.Previous = bak
+	}
+	if err := os.Rename(partial, l.Database); err != nil {
+		return res, errs.Wrap(err, errs.Internal, "putting the restored database in place (the previous one is %s)", res.Previous)
+	}
+	if _, err := os.Stat(l.SessionsDir()); err == nil {
+		_ = os.RemoveAll(l.SessionsDir() + ".bak")
+		if err := os.Rename(l.SessionsDir(), l.SessionsDir()+".bak"); err != nil {
+			return res, errs.Wrap(err, errs.Internal, "keeping the previous transcripts")
+		}
+	}
+	if err := os.Rename(sessionsPartial, l.SessionsDir()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return res, errs.Wrap(err, errs.Internal, "putting the restored transcripts in place")
+	}
+	fsutil.SyncDir(filepath.Dir(l.Database))
+	return res, nil
+}
+
+// extractTranscripts writes a backup's transcripts into dir and drops
+// their table from the database.
+func extractTranscripts(ctx context.Context, db *sql.DB, dir string) (int, error) {
+	var exists bool
+	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?)`, backupTranscripts).Scan(&exists); err != nil || !exists {
+		return 0, err
+	}
+	if err := fsutil.EnsurePrivateDir(dir); err != nil {
+		return 0, err
+	}
+	rows, err := db.QueryContext(ctx, `SELECT thread_id, data FROM `+backupTranscripts)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for rows.Next() {
+		var th string
+		var data []byte
+		if err := rows.Scan(&th, &data); err != nil {
+			rows.Close()
+			return n, err
+		}
+		if !validID("thr_", th) {
+			continue
+		}
+		if err := fsutil.WriteFileAtomic(transcriptPath(dir, th), data, 0o600); err != nil {
+			rows.Close()
+			return n, err
+		}
+		n++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return n, err
+	}
+	_, err = db.ExecContext(ctx, `DROP TABLE `+backupTranscripts)
+	return n, err
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return errs.Wrap(err, errs.NotFound, "cannot read %s", from)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return storageErr(err, to)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return storageErr(err, to)
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return storageErr(err, to)
+	}
+	return out.Close()
+}
+
+// storageErr is STORAGE_FULL or STORAGE_READONLY when err says so, an
+// internal error about path otherwise.
+func storageErr(err error, path string) error {
+	if e := store.StorageError(err, path); e != nil {
+		return e
+	}
+	return errs.Wrap(err, errs.Internal, "writing %s", path)
+}
