@@ -97,7 +97,7 @@ func (r *registry) create(s spec) (*terminal, error) {
 	}
 	t := &terminal{
 		reg: r, id: newID(terminalPrefix), threadID: s.threadID, command: s.command,
-		master: master, proc: proc, win: newWindow(r.windowSize),
+		master: master, proc: proc, win: newWindow(r.windowSize), cols: s.cols, rows: s.rows,
 		procDone: make(chan struct{}), done: make(chan struct{}),
 	}
 	r.mu.Lock()

@@ -286,7 +286,21 @@ func TestResize(t *testing.T) {
 		"command": []string{"/bin/sh", "-c", `stty size; read x; stty size`}}, &res)
 	id := res.TerminalID
 	c.waitOutput(thread, id, "30 100\r\n")
+	size := func() [2]int {
+		var list termhost.ListResult
+		c.must(api.MethodTerminalList, termhost.ListParams{ThreadID: thread}, &list)
+		if len(list.Terminals) != 1 {
+			t.Fatalf("terminals %+v", list.Terminals)
+		}
+		return [2]int{list.Terminals[0].Cols, list.Terminals[0].Rows}
+	}
+	if got := size(); got != [2]int{100, 30} {
+		t.Fatalf("size after create %v, want [100 30]", got)
+	}
 	c.must(api.MethodTerminalResize, termhost.ResizeParams{ThreadID: thread, TerminalID: id, Cols: 132, Rows: 43}, nil)
+	if got := size(); got != [2]int{132, 43} {
+		t.Fatalf("size after resize %v, want [132 43]", got)
+	}
 	c.must(api.MethodTerminalInput, termhost.InputParams{ThreadID: thread, TerminalID: id, Data: "\n"}, nil)
 	got, _ := c.waitExited(thread, id)
 	if got != "30 100\r\n\r\n43 132\r\n" {

@@ -32,6 +32,8 @@ type terminal struct {
 	exited   bool
 	exitCode int
 	evicted  bool
+	cols     int // the size: create, then the last resize
+	rows     int
 	// Publication state (see publisher).
 	notified int64 // output up to here has been published
 	exitSent bool
@@ -153,7 +155,13 @@ func (t *terminal) resize(cols, rows int) error {
 	if err := t.checkRunning(); err != nil {
 		return err
 	}
-	return setSize(t.master, cols, rows)
+	if err := setSize(t.master, cols, rows); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.cols, t.rows = cols, rows
+	t.mu.Unlock()
+	return nil
 }
 
 func (t *terminal) checkRunning() error {
@@ -176,7 +184,7 @@ func (t *terminal) evict() {
 func (t *terminal) info() Info {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	in := Info{TerminalID: t.id, Command: t.command, Exited: t.exited, HeadOffset: t.win.head}
+	in := Info{TerminalID: t.id, Command: t.command, Cols: t.cols, Rows: t.rows, Exited: t.exited, HeadOffset: t.win.head}
 	if t.exited {
 		code := t.exitCode
 		in.ExitCode = &code

@@ -60,9 +60,13 @@ type TerminalListParams struct {
 type TerminalInfo struct {
 	TerminalID string   `json:"terminalId"`
 	Command    []string `json:"command"`
-	Exited     bool     `json:"exited"`
-	ExitCode   *int     `json:"exitCode,omitempty"`
-	HeadOffset int64    `json:"headOffset"`
+	// Cols and Rows are the terminal's size (terminal/create, then the
+	// last terminal/resize).
+	Cols       int   `json:"cols"`
+	Rows       int   `json:"rows"`
+	Exited     bool  `json:"exited"`
+	ExitCode   *int  `json:"exitCode,omitempty"`
+	HeadOffset int64 `json:"headOffset"`
 }
 
 // TerminalListResult answers terminal/list.

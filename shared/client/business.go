@@ -36,9 +36,9 @@ type BusinessOptions struct {
 	// default 4096. When it is full an event is dropped and Lost is
 	// signalled: the durable log (event/replay) has it.
 	EventBuffer int
-	// OnNotification, if set, receives the other notifications (such as
-	// service.phase). It runs on the connection's dispatcher and must not
-	// block.
+	// OnNotification, if set, receives the other notifications
+	// (service.phase, terminal.output, terminal.exit). It runs on the
+	// connection's dispatcher and must not block.
 	OnNotification func(method string, params json.RawMessage)
 	// DialTimeout bounds the WebSocket dial and handshake; default 15 s.
 	DialTimeout time.Duration
@@ -111,10 +111,12 @@ func ConnectBusiness(ctx context.Context, l *paths.Layout, opts BusinessOptions)
 	})
 	if opts.OnNotification != nil {
 		on := opts.OnNotification
-		mux.HandleFunc(api.NotifyServicePhase, func(_ context.Context, req *rpc.Request) (any, error) {
-			on(req.Method, req.Params)
-			return nil, nil
-		})
+		for _, method := range []string{api.NotifyServicePhase, api.NotifyTerminalOutput, api.NotifyTerminalExit} {
+			mux.HandleFunc(method, func(_ context.Context, req *rpc.Request) (any, error) {
+				on(req.Method, req.Params)
+				return nil, nil
+			})
+		}
 	}
 	b.peer = rpc.NewPeer(conn, rpc.PeerOptions{
 		Handler: mux,

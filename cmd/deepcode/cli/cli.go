@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/deepcode-dev/deepcode/shared/buildinfo"
 	"github.com/deepcode-dev/deepcode/shared/config"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/paths"
@@ -107,17 +106,17 @@ func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "deepcode",
 		Short:         "deepcode runs coding agents in a per-user background service",
-		Version:       buildinfo.Version,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
-	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVar(&a.database, "database", "", "database file of the instance to address (default $DEEPCODE_HOME/state/deepcode.sqlite3)")
 	root.AddCommand(a.serviceCommand(), a.serveCommand(), a.execCommand(), a.agentsCommand(), a.webCommand())
 	root.AddCommand(a.automationsCommand())
 	root.AddCommand(a.threadsCommand())
 	root.AddCommand(a.relayCommand(), a.tuiCommand(), a.protocolCommand())
-	a.tuiRoot(root) // deepcode with no subcommand: the TUI on a terminal
+	root.AddCommand(a.termCommand(), a.versionCommand())
+	a.tuiRoot(root)      // deepcode with no subcommand: the TUI on a terminal
+	a.versionFlags(root) // … or --version
 	return root
 }
 
