@@ -79,6 +79,10 @@ type Agentd struct {
 	runtimeLock *flock.Flock // held by the owner; see runtimeLockName
 	owner       atomic.Bool  // holds the lease: may execute and write
 	ownerCh     chan struct{}
+	// storageDown: a write failed on a full or read-only filesystem;
+	// agentd is degraded (status, refused writes) until a probe write
+	// succeeds (see storageFault).
+	storageDown atomic.Bool
 
 	subsMu sync.Mutex
 	subs   map[*rpc.Peer]struct{}
@@ -109,6 +113,7 @@ func setup(ctx context.Context, svc *service.Service) error {
 	a.renewCtx, a.renewCancel = context.WithCancel(context.Background())
 	a.j = newJournal(wdb, a.currentLease, a.publish, a.leaseLost, svc.Log)
 	a.j.transcripts = newTranscripts(svc.Layout.SessionsDir(), svc.Log)
+	a.j.onStorage = a.storageFault
 	// The writer runs for the daemon's whole life, owner or not: stop
 	// closes it, and an acquire retried after a failed recovery must not
 	// start a second one. Only the owner submits ops (requireOwner).
@@ -299,22 +304,75 @@ func (a *Agentd) renew() {
 	ctx := a.renewCtx
 	t := time.NewTicker(a.leaseTTL / 3)
 	defer t.Stop()
+	// While the storage is down, the renewal is also the probe that ends
+	// it: it runs every storageProbe then.
+	probe := time.NewTicker(storageProbe)
+	defer probe.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-probe.C:
+			if !a.storageDown.Load() {
+				continue
+			}
 		}
 		l, err := a.db.RenewLease(ctx, a.currentLease(), a.leaseTTL)
 		switch {
 		case err == nil:
 			a.lease.Store(&l)
+			a.storageProbed()
 		case errs.Is(err, errs.LeaseLost):
 			a.leaseLost(err)
 			return
+		case errs.Is(err, errs.StorageFull) || errs.Is(err, errs.StorageReadOnly):
+			a.storageFault(err)
 		default:
 			a.svc.Log.Warn("lease renewal failed; retrying", "err", err)
 		}
+	}
+}
+
+// storageProbe is how often a degraded agentd tries a write to learn
+// whether its filesystem has room (or write permission) again.
+const storageProbe = time.Second
+
+// storageRoom is the free space a full filesystem must have again before
+// agentd is ready: a small write (the probe) may succeed in room a turn's
+// batch of output would not find.
+const storageRoom = 16 << 20
+
+// storageFault marks agentd degraded: its database's filesystem is full
+// or read-only. status shows agentd "degraded" with the code and the
+// reason (path and free space), writes are refused at once with the same
+// retryable code, and the lease renewal probes every storageProbe until a
+// write succeeds again.
+func (a *Agentd) storageFault(err error) {
+	e, ok := errs.As(err)
+	if !ok {
+		return
+	}
+	if !a.storageDown.Swap(true) {
+		a.svc.Log.Error("the database's filesystem refuses writes; refusing writes until it has room again", "err", err)
+	}
+	a.svc.SetNotReady(e.Code, e.Message)
+}
+
+// storageProbed is told of a write that succeeded: a degraded agentd is
+// ready again once its filesystem has room for more than the probe.
+func (a *Agentd) storageProbed() {
+	if !a.storageDown.Load() {
+		return
+	}
+	nr, _ := a.svc.NotReadyState()
+	if nr.Code == errs.StorageFull {
+		if free, ok := store.FreeBytes(filepath.Dir(a.svc.Layout.Database)); ok && free < storageRoom {
+			return
+		}
+	}
+	if a.storageDown.Swap(false) {
+		a.svc.SetReady()
 	}
 }
 
@@ -414,6 +472,12 @@ func (a *Agentd) closeDBs() error {
 // requireOwner refuses writes while another agentd owns the runtime.
 func (a *Agentd) requireOwner() error {
 	if a.owner.Load() {
+		if a.storageDown.Load() {
+			// Full or read-only: answered at once, with what to do.
+			if err := a.svc.NotReadyError(); err != nil {
+				return err
+			}
+		}
 		return nil
 	}
 	if err := a.svc.NotReadyError(); err != nil {

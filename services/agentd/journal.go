@@ -42,6 +42,9 @@ type journal struct {
 	// transcripts receives each committed batch's transcript records; nil
 	// writes none.
 	transcripts *transcripts
+	// onStorage is told of a write that failed for want of room or of
+	// write permission (STORAGE_FULL, STORAGE_READONLY); set before run.
+	onStorage func(error)
 
 	heads     map[string]int64 // last sequence per thread; writer goroutine only
 	lingerFor time.Duration    // outputLinger; tests change it
@@ -279,6 +282,14 @@ func (j *journal) apply(batch []*op) {
 		j.transcripts.append(records)
 		if len(published) > 0 && j.publish != nil {
 			j.publish(published)
+		}
+	}
+	if j.onStorage != nil {
+		for _, r := range results {
+			if errs.Is(r, errs.StorageFull) || errs.Is(r, errs.StorageReadOnly) {
+				j.onStorage(r)
+				break
+			}
 		}
 	}
 	for i, o := range batch {

@@ -624,6 +624,95 @@ func TestBusinessSlowClient(t *testing.T) {
 	}
 }
 
+// TestBusinessPausedClientSees1013: a client that stops reading while a
+// turn streams, until the gateway has closed it for its backlog, and then
+// reads as fast as it can, ends with the 1013 close frame — after the
+// frames its socket buffers held, never inside one — although it paused
+// longer than the gateway's close timeout (2 s): the frame the gateway was
+// writing is finished and the close frame follows it, the queued frames
+// dropped, within the write timeout a client that reads nothing is given.
+func TestBusinessPausedClientSees1013(t *testing.T) {
+	in := clienttest.Start(t)
+	c := mustBiz(t, in)
+
+	nc, err := net.Dial("tcp", in.Info.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	d := ws.Dialer{Header: ws.HandshakeHeaderHTTP(in.Auth()), NetDial: func(context.Context, string, string) (net.Conn, error) { return nc, nil }}
+	conn, br, _, err := d.Dial(context.Background(), "ws://"+in.Info.Address+gateway.RouteBusinessRPC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if br != nil {
+		t.Fatal("the gateway sent data before initialize")
+	}
+	initMsg, _ := rpc.NewRequest(rpc.NumberID(1), api.MethodInitialize, initParams(buildinfo.ProtocolVersion))
+	b, _ := rpc.Encode(initMsg)
+	if err := wsutil.WriteClientText(conn, b); err != nil {
+		t.Fatal(err)
+	}
+
+	// A flood of events: far more than the client's 1024-frame / 8 MiB
+	// queue and what the kernel buffers on loopback.
+	var sh struct {
+		Thread api.Thread `json:"thread"`
+	}
+	c.must(api.MethodThreadStart, map[string]any{"workspace": t.TempDir(), "trust": true, "profile": "shell"}, &sh)
+	var res api.TurnSubmitResult
+	c.must(api.MethodTurnStart, map[string]any{"threadId": sh.Thread.ID, "messageId": "flood", "input": map[string]any{"text": "yes 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef | head -c 24000000"}}, &res)
+
+	// The client reads nothing until the gateway has closed it for its
+	// backlog, and for longer than the close timeout after that.
+	overflowed := func() bool {
+		log, _ := os.ReadFile(in.Layout.ServiceLog())
+		return slices.ContainsFunc(strings.Split(string(log), "\n"), func(line string) bool {
+			return strings.Contains(line, "service=gateway") && strings.Contains(line, `msg="closing a connection"`) && strings.Contains(line, "code=1013")
+		})
+	}
+	deadline := time.Now().Add(2 * time.Minute) // a guard, not a timing assertion
+	for !overflowed() {
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(in.Layout.ServiceLog())
+			t.Fatalf("the gateway never closed the paused client for its backlog:\n%s", log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second)
+
+	// Now it reads as fast as it can: frames, then the close frame.
+	frames := 0
+	for {
+		_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
+		hdr, err := ws.ReadHeader(conn)
+		if err == nil && hdr.Length > 2<<20 {
+			err = fmt.Errorf("a %d-byte frame", hdr.Length)
+		}
+		var payload []byte
+		if err == nil {
+			payload = make([]byte, hdr.Length)
+			_, err = io.ReadFull(conn, payload)
+		}
+		if err != nil {
+			t.Fatalf("the paused client's stream ended without a close frame after %d frames: %v", frames, err)
+		}
+		if hdr.OpCode == ws.OpClose {
+			code, reason := ws.ParseCloseFrameData(payload)
+			if code != rpc.CloseTryAgainLater {
+				t.Fatalf("close code %d (%q) after %d frames; want 1013", code, reason, frames)
+			}
+			t.Logf("close 1013 %q after %d frames", reason, frames)
+			break
+		}
+		if !hdr.Fin || hdr.OpCode != ws.OpText {
+			t.Fatalf("frame %d: opcode %v fin %v", frames, hdr.OpCode, hdr.Fin)
+		}
+		frames++
+	}
+	c.waitTurn(sh.Thread.ID, res.Turn.ID, api.TurnCompleted)
+}
+
 // TestBusinessFanoutBurst: a turn's burst of events, streamed to as many
 // connections as the gateway takes, reaches every one of them exactly once
 // and in order: however far the gateway's forwarding gets ahead, a client

@@ -63,8 +63,11 @@ const (
 	MethodGatewayIssueTicket = "gateway/issueTicket"
 )
 
-// Phases of an instance. "stopped" is only ever reported by clients.
+// Phases of an instance. "stopped" and "starting" are only ever reported
+// by clients: "starting" is an instance whose root process holds
+// instance.lock but whose manager does not answer yet.
 const (
+	PhaseStarting = "starting"
 	PhaseRunning  = "running"
 	PhaseDraining = "draining"
 	PhaseStopping = "stopping"

@@ -6,10 +6,12 @@ package paths
 import (
 	"crypto/sha256"
 	"encoding/base32"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/fsutil"
@@ -81,6 +83,30 @@ func Resolve(home, database string) (*Layout, error) {
 // ResolveWith is Resolve reading the environment through getenv (tests
 // resolve another process's layout without touching their own).
 func ResolveWith(getenv func(string) string, home, database string) (*Layout, error) {
+	return resolve(getenv, home, database, false)
+}
+
+// Locate computes the layout for database as Resolve does, for commands
+// that only look (service status): it creates nothing, not even the
+// default folder, and a database folder that does not exist or is not
+// writable is no error. Such a layout has no instance; Exists says so.
+func Locate(home, database string) (*Layout, error) {
+	return LocateWith(os.Getenv, home, database)
+}
+
+// LocateWith is Locate reading the environment through getenv.
+func LocateWith(getenv func(string) string, home, database string) (*Layout, error) {
+	return resolve(getenv, home, database, true)
+}
+
+// Exists reports whether the database's folder exists: without it there is
+// no discovery folder, hence no instance.
+func (l *Layout) Exists() bool {
+	fi, err := os.Stat(filepath.Dir(l.Database))
+	return err == nil && fi.IsDir()
+}
+
+func resolve(getenv func(string) string, home, database string, lookOnly bool) (*Layout, error) {
 	if home == "" {
 		h, err := homeFrom(getenv)
 		if err != nil {
@@ -95,6 +121,8 @@ func ResolveWith(getenv func(string) string, home, database string) (*Layout, er
 	}
 	if !explicit {
 		database = DefaultDatabase(home)
+	}
+	if !explicit && !lookOnly {
 		if err := fsutil.EnsurePrivateDir(filepath.Dir(database)); err != nil {
 			return nil, errs.Wrap(err, errs.InvalidDatabasePath,
 				"cannot create %s: check that %s is writable or pass --database", filepath.Dir(database), home)
@@ -109,13 +137,16 @@ func ResolveWith(getenv func(string) string, home, database string) (*Layout, er
 	}
 	dir := filepath.Dir(abs)
 	fi, err := os.Stat(dir)
+	if lookOnly && (errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || err == nil && !fi.IsDir()) {
+		return layoutOf(getenv, home, dir, abs)
+	}
 	if err != nil {
 		return nil, errs.Wrap(err, errs.InvalidDatabasePath, "the database folder %s does not exist: create it first", dir)
 	}
 	if !fi.IsDir() {
 		return nil, errs.New(errs.InvalidDatabasePath, "%s is not a folder", dir)
 	}
-	if err := checkWritable(dir); err != nil {
+	if err := checkWritable(dir); err != nil && !lookOnly {
 		return nil, errs.Wrap(err, errs.InvalidDatabasePath, "the database folder %s is not writable: fix its permissions or choose another --database", dir)
 	}
 	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
@@ -127,6 +158,11 @@ func ResolveWith(getenv func(string) string, home, database string) (*Layout, er
 		dir = real
 		abs = filepath.Join(real, filepath.Base(abs))
 	}
+	return layoutOf(getenv, home, dir, abs)
+}
+
+// layoutOf derives every path from the database abs in the folder dir.
+func layoutOf(getenv func(string) string, home, dir, abs string) (*Layout, error) {
 	l := &Layout{Home: home, Database: abs, DBID: DatabaseID(abs)}
 	stem := strings.TrimSuffix(filepath.Base(abs), filepath.Ext(abs))
 	l.ServiceDir = filepath.Join(dir, stem+".service")

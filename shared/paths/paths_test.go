@@ -261,3 +261,59 @@ func TestPersistentRuntimeBase(t *testing.T) {
 		t.Fatal("a relative or empty HOME gives a base")
 	}
 }
+
+// TestLocateCreatesNothing: the read-only resolution (service status) of a
+// home that does not exist, or of a database in a missing folder, creates
+// no folder and no file, and gives the same paths Resolve would.
+func TestLocateCreatesNothing(t *testing.T) {
+	root := t.TempDir()
+	home := filepath.Join(root, "home", "nope")
+	g := env(map[string]string{EnvRuntimeDir: filepath.Join(root, "rt")})
+	l, err := LocateWith(g, home, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Database != filepath.Join(home, "state", "deepcode.sqlite3") || l.Exists() {
+		t.Fatalf("default database %s (exists %v)", l.Database, l.Exists())
+	}
+	if l.DBID != DatabaseID(l.Database) || l.Socket(ManagerSocket) != filepath.Join(root, "rt", l.DBID, "manager.sock") {
+		t.Fatalf("layout %+v", l)
+	}
+	explicit := filepath.Join(root, "x", "nope", "db.sqlite")
+	l, err = LocateWith(g, home, explicit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Database != explicit || l.ServiceDir != filepath.Join(root, "x", "nope", "db.service") || l.Exists() {
+		t.Fatalf("explicit layout %+v (exists %v)", l, l.Exists())
+	}
+	// A file where a folder should be is a folder that does not exist.
+	file := filepath.Join(root, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if l, err = LocateWith(g, home, filepath.Join(file, "db.sqlite")); err != nil || l.Exists() {
+		t.Fatalf("database under a file: %v (exists %v)", err, l != nil && l.Exists())
+	}
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 1 || ents[0].Name() != "file" {
+		t.Fatalf("Locate created something in %s: %v", root, ents)
+	}
+	// Resolve, by contrast, refuses the missing folder.
+	if _, err := ResolveWith(g, home, explicit); errs.CodeOf(err) != errs.InvalidDatabasePath {
+		t.Fatalf("Resolve of a missing folder: %v", err)
+	}
+	// And an existing folder gives the same layout both ways.
+	db := filepath.Join(root, "db.sqlite3")
+	a, err := ResolveWith(g, home, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := LocateWith(g, home, db)
+	if err != nil || *a != *b || !b.Exists() {
+		t.Fatalf("Resolve %+v, Locate %+v (%v)", a, b, err)
+	}
+}

@@ -334,11 +334,17 @@ func (c *WSConn) WriteMessages(msgs [][]byte) error {
 	return c.bw.Flush()
 }
 
-// interruptWrites stops a batch in progress at the next frame boundary and
-// bounds the rest of the connection's life by the close timeout.
+// interruptWrites stops a batch in progress at the next frame boundary, so
+// that the close frame follows the frame being written. That frame is
+// finished, not cut: closing the socket inside it would leave the peer a
+// stream that ends mid-frame instead of the close frame, and a peer that
+// paused reading (its socket buffers full, which is why a queue overflowed)
+// may take a while to make room for it. So the frame keeps its write
+// deadline, the close frame then has the close timeout (Close), and the
+// rest of the connection's life is bounded by both.
 func (c *WSConn) interruptWrites() {
 	c.interrupted.Store(true)
-	time.AfterFunc(c.closeTimeout, c.closeNet)
+	time.AfterFunc(c.writeTimeout+2*c.closeTimeout, c.closeNet)
 }
 
 func (c *WSConn) writeLocked(f ws.Frame) error {

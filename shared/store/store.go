@@ -574,3 +574,7 @@ func uriEscape(s string) string {
 	}
 	return b.String()
 }
+
+// FreeBytes is the space left to this process on dir's filesystem; ok is
+// false where it cannot be known.
+func FreeBytes(dir string) (free uint64, ok bool) { return freeBytes(dir) }

@@ -126,6 +126,21 @@ func (a *app) setup(cmd *cobra.Command, flagKeys map[string]string) error {
 	if err != nil {
 		return err
 	}
+	return a.configure(cmd, l, flagKeys)
+}
+
+// setupLookOnly is setup for commands that only look (service status): the
+// layout is located without creating anything, and a database folder that
+// does not exist is no error (no instance can run there).
+func (a *app) setupLookOnly(cmd *cobra.Command) error {
+	l, err := paths.Locate("", a.database)
+	if err != nil {
+		return err
+	}
+	return a.configure(cmd, l, nil)
+}
+
+func (a *app) configure(cmd *cobra.Command, l *paths.Layout, flagKeys map[string]string) error {
 	cfg, err := config.Load(config.LoadOptions{File: paths.ConfigFile(l.Home), Flags: cmd.Flags(), FlagKeys: flagKeys})
 	if err != nil {
 		return err

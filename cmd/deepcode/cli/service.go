@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/deepcode-dev/deepcode/shared/client"
 	"github.com/deepcode-dev/deepcode/shared/discovery"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/logging"
@@ -77,32 +76,102 @@ func (a *app) statusCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the service's status (exit 3 when it is not running)",
-		Args:  cobra.NoArgs,
+		Long: `Show the service's status: its phase, address, services and activity.
+
+The exit status says whether an instance exists, as systemctl status does:
+0 while one runs in any phase — starting, running, draining or stopping (its
+graceful stop still runs) — and 3 when none runs, also when the database's
+folder does not exist. --json prints the same object in every case, with
+"running" and "phase". A status taken while an instance starts or stops
+reports that phase; it is never an error. status creates no file or folder.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := a.setup(cmd, nil); err != nil {
+			if err := a.setupLookOnly(cmd); err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
 			defer cancel()
-			m, err := client.Connect(ctx, a.layout, client.Options{})
-			if err != nil {
-				if a.notRunning(err) {
-					a.printStatus(a.stoppedStatus(), "")
-					return &exitError{code: exitNotRunning}
-				}
-				return err
-			}
-			defer m.Close()
-			st, err := m.Status(ctx)
+			st, note, err := a.observeStatus(ctx)
 			if err != nil {
 				return err
 			}
-			a.printStatus(st, "")
+			a.printStatus(st, note)
+			if st.Phase == mgmt.PhaseStopped {
+				return &exitError{code: exitNotRunning}
+			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&a.jsonOut, "json", false, "print the status as JSON")
 	return cmd
+}
+
+// statusSettle bounds how long status retries while an instance is between
+// states (its manager closing, its discovery files being written) before it
+// reports the transient phase it saw.
+const statusSettle = 2 * time.Second
+
+// observeStatus is what status reports: the live instance's status, the
+// stopped status when none runs, or — while an instance holds instance.lock
+// but its manager does not answer (it is starting or stopping) — that
+// phase, with a note saying what was seen. Only a fault that persists (an
+// impostor at the socket, a damaged token, an unreadable file) is an error.
+func (a *app) observeStatus(ctx context.Context) (mgmt.Status, string, error) {
+	if !a.layout.Exists() {
+		return a.stoppedStatus(), "", nil
+	}
+	settle := time.Now().Add(statusSettle)
+	for {
+		st, err := a.connectedStatus(ctx)
+		if err == nil {
+			return st, "", nil
+		}
+		held := discovery.InstanceLockHeld(a.layout)
+		if !held && a.notRunning(err) {
+			return a.stoppedStatus(), "", nil
+		}
+		if !transientStatusError(err, held) {
+			return mgmt.Status{}, "", err
+		}
+		if time.Now().After(settle) || sleepCtx(ctx, 50*time.Millisecond) != nil {
+			if !held {
+				// The instance went away while we asked, and its lock is
+				// free now.
+				return a.stoppedStatus(), "", nil
+			}
+			return a.transientStatus(err), fmt.Sprintf("instance.lock is held but the manager does not answer yet (%s); run status again, or see `deepcode service logs`", errs.From(err).Message), nil
+		}
+	}
+}
+
+// transientStatusError reports the errors an instance that is starting or
+// stopping causes: a manager that closes or is not listening yet, discovery
+// files of the instance going away or of its successor being written (an
+// identity that does not match the token read a moment before, while the
+// instance lock is held).
+func transientStatusError(err error, lockHeld bool) bool {
+	switch errs.CodeOf(err) {
+	case errs.ServiceNotRunning, errs.ServiceUnavailable, errs.ConnectionLost, errs.InstanceReplaced:
+		return true
+	case errs.IdentityMismatch:
+		return lockHeld
+	}
+	return false
+}
+
+// transientStatus is the status of an instance whose root process holds
+// instance.lock while its manager does not answer: "starting" until its
+// discovery record is written, "stopping" once its manager has gone.
+func (a *app) transientStatus(err error) mgmt.Status {
+	st := a.stoppedStatus()
+	st.Phase = mgmt.PhaseStarting
+	if inst, rerr := discovery.ReadInstance(a.layout); rerr == nil {
+		st.InstanceID, st.PID, st.Port, st.Address = inst.InstanceID, inst.PID, inst.Port, inst.Address
+		if !errs.Is(err, errs.IdentityMismatch) {
+			st.Phase = mgmt.PhaseStopping
+		}
+	}
+	return st
 }
 
 // notRunning reports errors that mean "no live instance": a missing or stale
@@ -123,7 +192,7 @@ func (a *app) stoppedStatus() mgmt.Status {
 }
 
 func (a *app) printStatus(st mgmt.Status, note string) {
-	running := st.Phase != mgmt.PhaseStopped && st.InstanceID != ""
+	running := st.Phase != mgmt.PhaseStopped
 	if a.jsonOut {
 		a.printJSON(statusOutput{Running: running, Status: st, Note: note})
 		return
@@ -141,6 +210,15 @@ func (a *app) printStatus(st mgmt.Status, note string) {
 		fmt.Fprintf(w, " (%s)", note)
 	}
 	fmt.Fprintln(w)
+	if st.Activation == "" {
+		// Starting or stopping, and the manager did not answer: what the
+		// discovery record says, if anything.
+		if st.InstanceID != "" {
+			fmt.Fprintf(w, "  instance:   %s (pid %d)\n", st.InstanceID, st.PID)
+		}
+		fmt.Fprintf(w, "  database:   %s (id %s)\n", st.Database, st.DBID)
+		return
+	}
 	fmt.Fprintf(w, "  instance:   %s (pid %d, %s)\n", st.InstanceID, st.PID, st.Activation)
 	fmt.Fprintf(w, "  address:    http://%s\n", st.Address)
 	fmt.Fprintf(w, "  database:   %s (id %s, schema %d)\n", st.Database, st.DBID, st.SchemaVersion)
