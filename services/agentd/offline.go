@@ -202,12 +202,17 @@ func rebuildThread(ctx context.Context, db *sql.DB, recs []api.TranscriptRecord)
 		return 0, err
 	}
 	defer tx.Rollback()
-	log := &eventLog{ctx: ctx, x: tx, heads: map[string]int64{}}
-	p := &projector{ctx: ctx, x: tx, id: identity, appendEvent: log.append}
+	x := &stmtTx{tx: tx, stmts: map[string]*sql.Stmt{}}
+	defer x.close()
+	log := &eventLog{ctx: ctx, x: x, heads: map[string]int64{}}
+	p := &projector{ctx: ctx, x: x, id: identity, appendEvent: log.append}
 	for i, rec := range recs {
 		if err := p.apply(rec); err != nil {
 			return 0, fmt.Errorf("%s: %w", describeRecord(i, rec), err)
 		}
+	}
+	if err := log.flushHeads(); err != nil {
+		return 0, err
 	}
 	// Turns the transcript leaves open stay as they are: the next agentd
 	// settles them by its recovery rules (nothing is run again).
@@ -424,4 +429,53 @@ func storageErr(err error, path string) error {
 		return e
 	}
 	return errs.Wrap(err, errs.Internal, "writing %s", path)
+}
+
+// stmtTx runs a transaction's statements prepared once each: a rebuild
+// repeats a dozen statements thousands of times.
+type stmtTx struct {
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt
+}
+
+func (x *stmtTx) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if s := x.stmts[q]; s != nil {
+		return s, nil
+	}
+	s, err := x.tx.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	x.stmts[q] = s
+	return s, nil
+}
+
+func (x *stmtTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	s, err := x.stmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return s.ExecContext(ctx, args...)
+}
+
+func (x *stmtTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	s, err := x.stmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return s.QueryContext(ctx, args...)
+}
+
+func (x *stmtTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	s, err := x.stmt(ctx, q)
+	if err != nil {
+		return x.tx.QueryRowContext(ctx, q, args...)
+	}
+	return s.QueryRowContext(ctx, args...)
+}
+
+func (x *stmtTx) close() {
+	for _, s := range x.stmts {
+		_ = s.Close()
+	}
 }

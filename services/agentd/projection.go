@@ -322,8 +322,17 @@ func (l *eventLog) append(threadID, typ string, payload any) error {
 		return err
 	}
 	l.n++
-	_, err = l.x.ExecContext(l.ctx, `UPDATE threads SET head_sequence = ? WHERE id = ?`, seq, threadID)
-	return err
+	return nil
+}
+
+// flushHeads records each thread's head sequence.
+func (l *eventLog) flushHeads() error {
+	for th, seq := range l.heads {
+		if _, err := l.x.ExecContext(l.ctx, `UPDATE threads SET head_sequence = ? WHERE id = ?`, seq, th); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // importIDs maps a transcript's ids to fresh ones of the same kind.
