@@ -48,7 +48,7 @@ type kitKey struct{}
 //	waitfile FILE RE       poll until FILE exists and its content matches RE
 //	noprocs                no process with this script's DEEPCODE_HOME is alive
 //	waitjson PATH VALUE prog args...
-//	                       run prog until it exits 0 with VALUE at PATH in the JSON on stdout
+//	                       run prog until it exits 0 with VALUE at PATH (keys and indexes) in the JSON on stdout
 //	prefix VAR N VALUE     set $VAR to the first N bytes of VALUE
 func TestScripts(t *testing.T) {
 	bin := testkit.Binaries(t)
@@ -75,6 +75,14 @@ func TestScripts(t *testing.T) {
 			e.Setenv("DEEPCODE_HOME", kit.Home)
 			e.Setenv("DEEPCODE_RUNTIME_DIR", rt)
 			e.Setenv("DEEPCODE_LIBEXEC", bin)
+			// For scripts that build a binary of their own (version.txtar):
+			// the module and the go command's caches.
+			e.Setenv("MODROOT", testkit.ModuleRoot())
+			for _, k := range []string{"GOCACHE", "GOMODCACHE", "GOPATH"} {
+				if out, err := exec.Command("go", "env", k).Output(); err == nil {
+					e.Setenv(k, strings.TrimSpace(string(out)))
+				}
+			}
 			// A guard for a loaded machine with race-enabled binaries, not
 			// an expectation.
 			e.Setenv("DEEPCODE_SERVICE_START_TIMEOUT", "60s")
@@ -373,14 +381,23 @@ func cmdWaitjson(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// lookup is the value at a dotted path of object keys.
+// lookup is the value at a dotted path of object keys and array indexes.
 func lookup(v any, path string) (any, bool) {
 	for _, k := range strings.Split(path, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if v, ok = m[k]; !ok {
+		switch c := v.(type) {
+		case map[string]any:
+			x, ok := c[k]
+			if !ok {
+				return nil, false
+			}
+			v = x
+		case []any:
+			i, err := strconv.Atoi(k)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil, false
+			}
+			v = c[i]
+		default:
 			return nil, false
 		}
 	}

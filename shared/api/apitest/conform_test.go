@@ -16,14 +16,14 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := `{"terminalId":"term_a","command":["sh"],"exited":true,"exitCode":0,"headOffset":3}`
+	good := `{"terminalId":"term_a","command":["sh"],"cols":80,"rows":24,"exited":true,"exitCode":0,"headOffset":3}`
 	if err := c.Result(api.MethodTerminalClose, []byte(good)); err != nil {
 		t.Fatalf("valid result refused: %v", err)
 	}
 	for name, raw := range map[string]string{
-		"extra member":   `{"terminalId":"term_a","command":["sh"],"exited":true,"headOffset":3,"pid":7}`,
-		"wrong type":     `{"terminalId":"term_a","command":["sh"],"exited":"yes","headOffset":3}`,
-		"missing member": `{"command":["sh"],"exited":true,"headOffset":3}`,
+		"extra member":   `{"terminalId":"term_a","command":["sh"],"cols":80,"rows":24,"exited":true,"headOffset":3,"pid":7}`,
+		"wrong type":     `{"terminalId":"term_a","command":["sh"],"cols":80,"rows":24,"exited":"yes","headOffset":3}`,
+		"missing member": `{"command":["sh"],"cols":80,"rows":24,"exited":true,"headOffset":3}`,
 	} {
 		if err := c.Result(api.MethodTerminalClose, []byte(raw)); err == nil {
 			t.Errorf("%s: accepted %s", name, raw)
