@@ -169,7 +169,13 @@ type suite struct {
 	t      *testing.T
 	env    *testkit.Env
 	layout *paths.Layout
-	seed   uint64
+	// What the transcript checks found (the final phase).
+	transcriptThreads, transcriptRecords int
+	tornLines, notAppended               int
+	notAppendedItems                     map[string]bool
+	rebuiltItems                         int
+	rebuildTime                          time.Duration
+	seed                                 uint64
 	// The driver's (the test goroutine's) only: the order of the kinds and
 	// the instants of the faults, each its own stream so that a seed
 	// replays the same first trials whatever the number of trials.
@@ -353,6 +359,7 @@ const (
 	invTurnsEnd      = "every accepted turn reaches an end once the workload stops"
 	invTerminal      = "a terminal's output has no gap or repeat"
 	invStatusHonest  = "status does not say ready while writes are refused with LEASE_HELD"
+	invTranscripts   = "the transcripts agree with the database, and a rebuild from them has its threads, items and receipts"
 )
 
 // violation is one broken invariant, with its evidence. trial 0 is the

@@ -553,6 +553,7 @@ func (s *suite) finish(stopWorkload context.CancelFunc, wg *sync.WaitGroup) {
 	wg.Wait()
 	s.bg.Wait()
 	s.check(final)
+	s.checkTranscripts(0)
 
 	r, timedOut := s.cli(2*time.Minute, "service", "stop", "--json")
 	if timedOut {
@@ -573,7 +574,10 @@ func (s *suite) finish(stopWorkload context.CancelFunc, wg *sync.WaitGroup) {
 		s.env.KillAll()
 	}
 	s.checkIntegrity(0)
+	s.checkRebuild(0)
 	s.scanLog(0)
+	s.t.Logf("chaos: transcripts: %d threads, %d records; %d torn line(s), %d record(s) committed but not yet appended at a kill; rebuild of %d items in %s",
+		s.transcriptThreads, s.transcriptRecords, s.tornLines, s.notAppended, s.rebuiltItems, s.rebuildTime.Round(time.Millisecond))
 	for _, n := range final.notes {
 		s.t.Logf("final: note: %s", n)
 	}

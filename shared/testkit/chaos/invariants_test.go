@@ -639,3 +639,103 @@ func (s *suite) waitTurnsEnd(bound time.Duration) ([]string, error) {
 		time.Sleep(500 * time.Millisecond)
 	}
 }
+
+// checkTranscripts, with the instance still serving: service verify finds
+// the transcripts and the database in agreement, but for the lines a kill
+// tore and the records a kill kept out of a transcript (committed, not yet
+// appended: the database holds them, as the seed allows); then, stopped, a
+// rebuild from the transcripts has the same threads, items and receipts.
+func (s *suite) checkTranscripts(n int) {
+	r, _ := s.cli(5*time.Minute, "service", "verify", "--json")
+	var res api.StoreVerifyResult
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		s.violate(n, invTranscripts, "service verify: exit %d: %s", r.Code, firstLine(r.Stdout+r.Stderr))
+		return
+	}
+	s.transcriptThreads, s.transcriptRecords = res.Threads, res.Records
+	notAppended := map[string]bool{} // items the transcripts lack
+	for _, d := range res.Disagreements {
+		switch d.Kind {
+		case "tornLine":
+			s.tornLines++
+		case "missingInTranscript":
+			s.notAppended++
+			if d.ItemID != "" {
+				notAppended[d.ItemID] = true
+			}
+		default:
+			s.violate(n, invTranscripts, "service verify: %s %s %s %s: %s", d.Kind, d.ThreadID, d.TurnID, d.ItemID, d.Detail)
+		}
+	}
+	s.notAppendedItems = notAppended
+}
+
+// checkRebuild rebuilds a database from the (stopped) instance's
+// transcripts and compares its threads, items and receipts with the
+// database's.
+func (s *suite) checkRebuild(n int) {
+	rebuilt := filepath.Join(s.t.TempDir(), "rebuilt.sqlite3")
+	start := time.Now()
+	r, _ := s.cli(10*time.Minute, "--database", rebuilt, "service", "rebuild", "--from", s.layout.SessionsDir(), "--json")
+	if r.Code != 0 {
+		s.violate(n, invTranscripts, "service rebuild: exit %d: %s", r.Code, firstLine(r.Stdout+r.Stderr))
+		return
+	}
+	s.rebuildTime = time.Since(start)
+	type row struct{ thread, turn, kind, key, fingerprint string }
+	read := func(path string) (map[string]row, int, error) {
+		db, err := openRO(path)
+		if err != nil {
+			return nil, 0, err
+		}
+		defer db.Close()
+		var threads int
+		if err := db.QueryRow(`SELECT count(*) FROM threads`).Scan(&threads); err != nil {
+			return nil, 0, err
+		}
+		rows, err := db.Query(`SELECT id, thread_id, turn_id, kind, COALESCE(message_id, ''), COALESCE(fingerprint, '') FROM items WHERE status <> 'inProgress' AND kind <> 'tokenUsage'`)
+		if err != nil {
+			return nil, 0, err
+		}
+		defer rows.Close()
+		out := map[string]row{}
+		for rows.Next() {
+			var id string
+			var x row
+			if err := rows.Scan(&id, &x.thread, &x.turn, &x.kind, &x.key, &x.fingerprint); err != nil {
+				return nil, 0, err
+			}
+			out[id] = x
+		}
+		return out, threads, rows.Err()
+	}
+	have, haveThreads, err := read(s.layout.Database)
+	if err != nil {
+		s.violate(n, invTranscripts, "reading the database: %v", err)
+		return
+	}
+	got, gotThreads, err := read(rebuilt)
+	if err != nil {
+		s.violate(n, invTranscripts, "reading the rebuilt database: %v", err)
+		return
+	}
+	if haveThreads != gotThreads {
+		s.violate(n, invTranscripts, "the rebuild has %d threads; the database %d", gotThreads, haveThreads)
+	}
+	for id, x := range have {
+		y, ok := got[id]
+		switch {
+		case !ok && s.notAppendedItems[id]:
+		case !ok:
+			s.violate(n, invTranscripts, "item %s (%s of thread %s) is not in the rebuild", id, x.kind, x.thread)
+		case x.key != y.key || x.fingerprint != y.fingerprint || x.turn != y.turn:
+			s.violate(n, invTranscripts, "item %s: key/fingerprint/turn %q/%q/%s in the database, %q/%q/%s rebuilt", id, x.key, x.fingerprint, x.turn, y.key, y.fingerprint, y.turn)
+		}
+	}
+	for id := range got {
+		if _, ok := have[id]; !ok {
+			s.violate(n, invTranscripts, "the rebuild has item %s, which the database does not", id)
+		}
+	}
+	s.rebuiltItems = len(got)
+}
