@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,4 +72,36 @@ func TestRuntimeDirRemovedAndSwept(t *testing.T) {
 		ents, _ := os.ReadDir(own)
 		t.Fatalf("a clean stop left its socket folder %s (%d entries): %v", own, len(ents), err)
 	}
+}
+
+// TestSocketFolderRemovedUnderTheInstance: a socket folder removed while
+// the instance runs (a tmpfiles cleanup, a logout) makes the supervisor
+// stop it cleanly; stop never says "stopped" while instance.lock is held,
+// and the next start binds everything again.
+func TestSocketFolderRemovedUnderTheInstance(t *testing.T) {
+	env := testkit.NewEnv(t, testkit.Binaries(t))
+	start(t, env, "--port", "0")
+	if err := os.RemoveAll(env.Layout("").RuntimeDir); err != nil {
+		t.Fatal(err)
+	}
+	r := env.Run("service", "stop", "--json")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "stopped by itself") {
+		t.Fatalf("stop after the socket folder was removed: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(env.Processes()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if left := env.Processes(); len(left) > 0 {
+		t.Fatalf("processes left after the instance stopped: %v", left)
+	}
+	if r := env.Run("service", "status"); r.Code != 3 {
+		t.Fatalf("status after it stopped: exit %d\n%s", r.Code, r.Stdout)
+	}
+	logs := env.MustRun("service", "logs")
+	if !strings.Contains(logs.Stdout, "the socket folder was removed") {
+		t.Fatalf("the log does not say why it stopped:\n%s", logs.Stdout)
+	}
+	start(t, env, "--port", "0")
+	env.MustRun("service", "status")
 }

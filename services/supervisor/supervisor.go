@@ -224,6 +224,9 @@ func (s *Supervisor) run(status *statusWriter) (int, error) {
 	status.write(StartupEvent{Event: "started", InstanceID: s.instanceID, PID: os.Getpid(), Port: s.port})
 
 	code := 0
+	watch := time.NewTicker(socketWatchInterval)
+	defer watch.Stop()
+wait:
 	for {
 		select {
 		case sig := <-signals:
@@ -236,13 +239,30 @@ func (s *Supervisor) run(status *statusWriter) (int, error) {
 			code = service.ExitFailure
 		case <-s.stopRequests:
 			s.log.Info("stopping", "requestedBy", "manager")
+		case <-watch.C:
+			// A socket folder removed under the instance (a tmpfiles
+			// cleanup, a logout) leaves it unreachable: no client finds it,
+			// and no new instance can start while it holds the lock and
+			// the port. It stops cleanly, so that the next start binds
+			// everything again.
+			path, gone := s.socketGone()
+			if !gone {
+				continue
+			}
+			s.log.Error("the socket folder was removed under the running instance; stopping so that the next start binds it again",
+				"socket", path, "folder", s.layout.RuntimeDir)
+			code = service.ExitFailure
 		}
-		break
+		break wait
 	}
 	s.stopAll()
 	s.log.Info("instance stopped", "instance", s.instanceID, "address", address)
 	return code, nil
 }
+
+// socketWatchInterval is how often the supervisor checks that the sockets
+// it bound are still in its runtime folder.
+const socketWatchInterval = 2 * time.Second
 
 func hasChild(cs []Child, name string) bool {
 	for _, c := range cs {

@@ -4,6 +4,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"strconv"
@@ -126,6 +127,21 @@ func (s *Supervisor) bind(present []Child) error {
 		s.files[name] = f
 	}
 	return nil
+}
+
+// socketGone reports a socket this supervisor bound (not one launchd or
+// systemd owns) whose file is gone from the runtime folder.
+func (s *Supervisor) socketGone() (string, bool) {
+	for name := range s.files {
+		if name == "http" || s.fromLaunchd[name] {
+			continue
+		}
+		p := s.layout.Socket(name + ".sock")
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+			return p, true
+		}
+	}
+	return "", false
 }
 
 func (s *Supervisor) unbind(present []Child) {

@@ -208,3 +208,6 @@ func (s *Supervisor) dialPipe(ctx context.Context, name string) error {
 
 // unbind has nothing to release: no socket files, no listeners held.
 func (s *Supervisor) unbind([]Child) {}
+
+// socketGone: named pipes have no folder to remove.
+func (s *Supervisor) socketGone() (string, bool) { return "", false }

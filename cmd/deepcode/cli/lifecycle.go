@@ -264,6 +264,9 @@ func (a *app) stop(ctx context.Context, o stopOptions) (string, error) {
 	cancel()
 	if err != nil {
 		if a.notRunning(err) {
+			if discovery.InstanceLockHeld(a.layout) {
+				return a.waitUnreachable(ctx)
+			}
 			return "was not running", nil
 		}
 		return "", err
@@ -312,6 +315,34 @@ func (a *app) stop(ctx context.Context, o stopOptions) (string, error) {
 		cancel()
 	}
 	return note, nil
+}
+
+// unreachableWait bounds how long stop waits for an instance that holds
+// instance.lock but cannot be reached: its supervisor notices a removed
+// socket folder within seconds and stops by itself.
+const unreachableWait = 15 * time.Second
+
+// waitUnreachable is stop for an instance that holds instance.lock and
+// does not answer (its socket folder was removed): it never reports
+// "stopped" while the lock is held.
+func (a *app) waitUnreachable(ctx context.Context) (string, error) {
+	pid := 0
+	if inst, err := discovery.ReadInstance(a.layout); err == nil {
+		pid = inst.PID
+	}
+	done := a.progress(fmt.Sprintf("the instance (pid %d) holds %s but does not answer (its socket folder %s may have been removed); waiting for it to stop by itself…", pid, a.layout.InstanceLock(), a.layout.RuntimeDir))
+	defer done()
+	deadline := time.Now().Add(unreachableWait)
+	for time.Now().Before(deadline) {
+		if !discovery.InstanceLockHeld(a.layout) {
+			return "the instance could not be reached (its socket folder was gone) and stopped by itself", nil
+		}
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return "", errs.Wrap(err, errs.StopTimeout, "stopped waiting; the instance still holds its lock")
+		}
+	}
+	return "", errs.New(errs.StopTimeout, "the instance (pid %d) holds %s but does not answer and did not stop within %s: see `deepcode service logs`, or end pid %d",
+		pid, a.layout.InstanceLock(), unreachableWait, pid).With("pid", pid)
 }
 
 // waitGone waits for the stopped instance's root process to exit and
