@@ -128,7 +128,9 @@ func agentdPeer(t *testing.T, l *paths.Layout) *rpc.Peer {
 	if err != nil {
 		t.Fatalf("dial agentd.sock: %v", err)
 	}
-	p := rpc.NewPeer(conn, rpc.PeerOptions{})
+	// The connection is subscribed: a turn's notifications come in
+	// bursts, past the default inbound bound meant for servers.
+	p := rpc.NewPeer(conn, rpc.PeerOptions{InboundFrames: 1 << 16, InboundBytes: 64 << 20})
 	done := make(chan struct{})
 	go func() { defer close(done); _ = p.Run() }()
 	t.Cleanup(func() { p.Close(rpc.CloseNormal, "done"); <-done })

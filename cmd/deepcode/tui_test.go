@@ -240,3 +240,99 @@ func TestTUIRefusesWithoutATerminal(t *testing.T) {
 		t.Fatalf("a refused TUI started something")
 	}
 }
+
+// TestTUIFastInput: 4 KiB of text arriving at once — one `tmux send-keys
+// -l` (as a fast typist, a slow link or an input method delivers it), and
+// the same as a bracketed paste — reaches the submitted prompt byte for
+// byte, for ASCII and for multi-byte UTF-8 (a read of the terminal can end
+// in the middle of a character), checked through turn/read.
+func TestTUIFastInput(t *testing.T) {
+	t.Parallel()
+	env, ws := newExecEnv(t)
+	var rec struct {
+		ID string `json:"id"`
+	}
+	env.MustRun("agents", "run", "--trust", "--workspace", ws, "--json", "--profile", "script", "say warmup-out").JSON(t, &rec)
+	testkit.WaitFor(t, guard, "the first turn", func() bool {
+		return strings.Contains(env.MustRun("agents", "show", "--json", rec.ID).Stdout, `"completed"`)
+	})
+	tm := newTmux(t, env, 120, 40, filepath.Join(env.Bin, "deepcode")+" tui --workspace "+ws+"; echo TUI-EXIT=$?; sleep 600")
+	tm.waitFor("the connection", func(s string) bool { return strings.Contains(s, "· connected ·") })
+	tm.keys("Tab")
+	tm.waitText("enter open")
+	tm.keys("Enter")
+	tm.waitFor("the replayed history", func(s string) bool { return countLine(viewLines(s), "warmup-out") == 1 })
+
+	lastInput := func(turns int) string {
+		t.Helper()
+		var th struct {
+			Turns []struct {
+				ID     string `json:"id"`
+				Status string `json:"status"`
+			} `json:"turns"`
+		}
+		p := agentdPeer(t, env.Layout(""))
+		deadline := time.Now().Add(guard)
+		for {
+			callAgentd(t, p, api.MethodThreadRead, map[string]string{"threadId": rec.ID}, &th)
+			if len(th.Turns) == turns {
+				break
+			}
+			if time.Now().After(deadline) {
+				sc := strings.Split(tm.screen(false), "\n")
+				t.Fatalf("no turn %d after %s; the terminal's last lines:\n%s", turns, guard, strings.Join(sc[max(0, len(sc)-8):], "\n"))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		var tr struct {
+			Items []struct {
+				Kind    string `json:"kind"`
+				Payload struct {
+					Text string `json:"text"`
+				} `json:"payload"`
+			} `json:"items"`
+		}
+		callAgentd(t, p, api.MethodTurnRead, map[string]string{"threadId": rec.ID, "turnId": th.Turns[turns-1].ID}, &tr)
+		for _, it := range tr.Items {
+			if it.Kind == "userMessage" {
+				return it.Payload.Text
+			}
+		}
+		t.Fatalf("turn %d has no user message", turns)
+		return ""
+	}
+	texts := map[string]string{
+		"ascii": strings.Repeat("across the right pane, y enter n quit ", 108)[:4096],
+		"utf-8": strings.Repeat("héllo wörld — 日本語のテキスト ✓ ", 110),
+	}
+	turns := 1
+	for _, name := range []string{"ascii", "utf-8"} {
+		text := "say " + strings.TrimSpace(texts[name])
+		for _, paste := range []bool{false, true} {
+			if paste {
+				tm.run("set-buffer", "--", text)
+				tm.run("paste-buffer", "-p")
+			} else {
+				tm.text(text)
+			}
+			tm.keys("Enter")
+			turns++
+			got := lastInput(turns)
+			// The next prompt starts a turn, not a steer: wait until this
+			// one has ended and the TUI shows the thread idle.
+			testkit.WaitFor(t, guard, "the turn's end", func() bool {
+				return strings.Contains(env.MustRun("agents", "show", "--json", rec.ID).Stdout, `"completed"`) &&
+					!strings.Contains(env.MustRun("agents", "show", "--json", rec.ID).Stdout, `"running"`)
+			})
+			tm.waitFor("the thread idle", func(s string) bool { return strings.Contains(strings.SplitN(s, "\n", 2)[0], "· idle") })
+			if got != text {
+				i := 0
+				for i < len(got) && i < len(text) && got[i] == text[i] {
+					i++
+				}
+				t.Fatalf("%s (bracketed paste %v): the prompt differs from what was typed at byte %d of %d (got %d bytes):\nwant …%q…\ngot  …%q…",
+					name, paste, i, len(text), len(got), text[max(0, i-20):min(len(text), i+40)], got[max(0, i-20):min(len(got), i+40)])
+			}
+		}
+	}
+}

@@ -101,7 +101,7 @@ func (a *app) runTUI(cmd *cobra.Command, o tuiOptions) error {
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	m := newTUIModel(ctx, a, o, ws)
-	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(os.Stdin), tea.WithOutput(os.Stdout))
+	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(newWholeRunes(os.Stdin)), tea.WithOutput(os.Stdout))
 	m.send = p.Send
 	_, runErr := p.Run()
 	m.closeConn()

@@ -351,6 +351,14 @@ func (s *suite) measure(tr *trial, service string, earlier map[int]bool) {
 	if tr.restart.IsZero() {
 		tr.restart = tr.killed
 	}
+	if tr.kind == termAgentd && tr.graceExit > 0 {
+		// A SIGTERMed agentd lets its turns finish (the graceful window;
+		// new writes are told SERVICE_STOPPING meanwhile), and the next
+		// one, started on demand during that window, waits in standby for
+		// it: the restart is when the stopped one is gone, not when its
+		// successor's process began.
+		tr.restart = maxTime(tr.restart, tr.killed.Add(tr.graceExit))
+	}
 	tr.recovery = max(tr.accepted.Sub(tr.restart), 0)
 }
 
@@ -581,4 +589,11 @@ func (s *suite) finish(stopWorkload context.CancelFunc, wg *sync.WaitGroup) {
 	for _, n := range final.notes {
 		s.t.Logf("final: note: %s", n)
 	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
