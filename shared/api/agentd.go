@@ -321,6 +321,10 @@ const (
 	TurnInterrupted     = "interrupted"
 )
 
+// TurnStatuses are every turn status, in the order a turn goes through
+// them (the schema's TurnStatus enum).
+var TurnStatuses = []string{TurnQueued, TurnStarting, TurnRunning, TurnWaitingApproval, TurnCompleted, TurnFailed, TurnInterrupted}
+
 // ThreadWorkspaceParams are the parameters of thread/workspace.
 type ThreadWorkspaceParams struct {
 	ThreadID string `json:"threadId"`

@@ -64,6 +64,9 @@ const (
 	RetryKeyed = "keyed"
 )
 
+// RetryPolicies are every retry policy (the schema's RetryPolicy enum).
+var RetryPolicies = []string{RetryNever, RetrySafe, RetryKeyed}
+
 // RequestRetry is the retry contract, as initialize advertises it: the
 // methods whose Contract entry is safe or keyed. A method missing here is
 // "never": nothing is inferred from names. Safe methods may be repeated;

@@ -157,6 +157,9 @@ func Generate() (*Document, error) {
 			return nil, err
 		}
 	}
+	if err := addEnums(doc.Defs); err != nil {
+		return nil, err
+	}
 	for t := range seen {
 		allowNull(doc.Defs[TypeName(t)], t)
 	}

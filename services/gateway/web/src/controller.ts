@@ -9,7 +9,7 @@ import { ThreadModel } from './model';
 import { RpcError } from './rpc';
 import { Offline, ResultUnknown, type BrowserRuntime } from './runtime';
 import { ThreadEventStream } from './stream';
-import type { Approval, Profile, ReplayResult, SearchHit, Thread, ThreadEvent, Workspace } from './types';
+import type { Approval, Profile, SearchHit, Thread, ThreadEvent, ThreadStartParams, TurnSteerParams, TurnSubmitParams, Workspace } from './types';
 
 export type NoticeKind = 'error' | 'unknown' | 'info';
 
@@ -96,7 +96,7 @@ export class Controller {
       void this.refreshThreads();
       void this.loadPickers();
     });
-    rt.on('thread.event', (p) => this.sawEvent(p as ThreadEvent));
+    rt.on('thread.event', (p) => this.sawEvent(p));
     const saved = storage?.getItem(SELECTED_KEY);
     if (saved) this.select(saved);
   }
@@ -123,8 +123,8 @@ export class Controller {
   /** Reads the first page of the thread list again. */
   async refreshThreads(): Promise<void> {
     try {
-      const res = await this.rt.call<{ threads: Thread[]; nextCursor?: string }>('thread/list', { limit: THREAD_PAGE });
-      this.threads = res.threads;
+      const res = await this.rt.call('thread/list', { limit: THREAD_PAGE });
+      this.threads = res.threads ?? [];
       this.threadsCursor = res.nextCursor || undefined;
       this.changed();
     } catch (err) {
@@ -139,9 +139,9 @@ export class Controller {
     this.loadingThreads = true;
     this.changed();
     try {
-      const res = await this.rt.call<{ threads: Thread[]; nextCursor?: string }>('thread/list', { limit: THREAD_PAGE, cursor });
+      const res = await this.rt.call('thread/list', { limit: THREAD_PAGE, cursor });
       const seen = new Set(this.threads.map((t) => t.id));
-      this.threads = [...this.threads, ...res.threads.filter((t) => !seen.has(t.id))];
+      this.threads = [...this.threads, ...(res.threads ?? []).filter((t) => !seen.has(t.id))];
       this.threadsCursor = res.nextCursor || undefined;
     } catch (err) {
       this.report('thread/list', err);
@@ -172,7 +172,7 @@ export class Controller {
     this.drawerOpen = false;
     const model = new ThreadModel(threadId);
     this.model = model;
-    const stream = new ThreadEventStream(threadId, (p) => this.rt.call<ReplayResult>('event/replay', p), {
+    const stream = new ThreadEventStream(threadId, (p) => this.rt.call('event/replay', p), {
       apply: (ev) => {
         model.apply(ev);
         this.changed();
@@ -192,7 +192,7 @@ export class Controller {
         this.changed();
       },
     });
-    const offLive = this.rt.on('thread.event', (p) => stream.live(p as ThreadEvent));
+    const offLive = this.rt.on('thread.event', (p) => stream.live(p));
     const offReady = this.rt.onReady(() => stream.recover());
     if (this.rt.connected) stream.recover();
     this.disposeSync = () => {
@@ -210,9 +210,9 @@ export class Controller {
 
   async createThread(p: NewThread): Promise<boolean> {
     try {
-      const params: Record<string, unknown> = { workspace: p.workspace.trim(), profile: p.profile.trim() || 'shell', trust: p.trust };
+      const params: ThreadStartParams = { workspace: p.workspace.trim(), profile: p.profile.trim() || 'shell', trust: p.trust };
       if (p.title.trim() !== '') params.title = p.title.trim();
-      const res = await this.rt.call<{ thread: Thread }>('thread/start', params);
+      const res = await this.rt.call('thread/start', params);
       this.threads = [res.thread, ...this.threads.filter((t) => t.id !== res.thread.id)];
       this.select(res.thread.id);
       this.drawerOpen = false;
@@ -228,11 +228,11 @@ export class Controller {
   async loadPickers(): Promise<void> {
     try {
       const [w, p] = await Promise.all([
-        this.rt.call<{ workspaces: Workspace[] }>('workspace/list', { limit: 20 }),
-        this.rt.call<{ profiles: Profile[] }>('profile/list', {}),
+        this.rt.call('workspace/list', { limit: 20 }),
+        this.rt.call('profile/list', {}),
       ]);
-      this.workspaces = w.workspaces;
-      this.profiles = p.profiles;
+      this.workspaces = w.workspaces ?? [];
+      this.profiles = p.profiles ?? [];
       this.changed();
     } catch {
       // An older service without these methods: the fields stay free text.
@@ -241,7 +241,7 @@ export class Controller {
 
   async rename(threadId: string, title: string): Promise<boolean> {
     try {
-      const res = await this.rt.call<{ thread: Thread }>('thread/rename', { threadId, title: title.trim() });
+      const res = await this.rt.call('thread/rename', { threadId, title: title.trim() });
       this.threads = this.threads.map((t) => (t.id === threadId ? res.thread : t));
       this.changed();
       return true;
@@ -274,7 +274,7 @@ export class Controller {
     }
     this.changed();
     try {
-      const res = await this.rt.call<{ hits: SearchHit[] }>('thread/search', { query: query.trim(), limit: 50 });
+      const res = await this.rt.call('thread/search', { query: query.trim(), limit: 50 });
       if (seq !== this.searchSeq) return; // a newer query is on its way
       this.searchHits = res.hits;
       this.changed();
@@ -314,17 +314,18 @@ export class Controller {
     if (!model || text.trim() === '') return false;
     const threadId = model.threadId;
     const active = model.activeTurn;
-    let method = active ? 'turn/enqueue' : 'turn/start';
-    const params: Record<string, unknown> = { threadId, input: { text } };
+    let method: 'turn/start' | 'turn/enqueue' | 'turn/steer' = active ? 'turn/enqueue' : 'turn/start';
+    const submit = { threadId, input: { text } };
+    let unkeyed: Omit<TurnSubmitParams, 'messageId'> | Omit<TurnSteerParams, 'messageId'> = submit;
     if (steer) {
       if (!active) {
         this.notice('error', 'No turn is running, so there is nothing to steer. Send the message instead.');
         return false;
       }
       method = 'turn/steer';
-      params.expectedTurnId = active.id;
+      unkeyed = { ...submit, expectedTurnId: active.id };
     }
-    params.messageId = this.keyFor(method, params);
+    const params: TurnSubmitParams | TurnSteerParams = { ...unkeyed, messageId: this.keyFor(method, unkeyed) };
     try {
       await this.rt.call(method, params);
     } catch (err) {
@@ -388,7 +389,7 @@ export class Controller {
     this.changed();
   }
 
-  private keyFor(method: string, params: Record<string, unknown>): string {
+  private keyFor(method: string, params: object): string {
     const signature = JSON.stringify([method, params]);
     if (this.unsettled?.signature !== signature) this.unsettled = { signature, messageId: newMessageId() };
     return this.unsettled.messageId;

@@ -3,7 +3,7 @@
 // ThreadEventStream. Entity snapshots (item.completed, turn.*) replace what
 // deltas accumulated; deltas after an item completed are ignored.
 
-import type { Approval, Item, JsonObject, ThreadEvent, Turn, TurnError, TurnStatus } from './types';
+import { asObject, type Approval, type Item, type JsonObject, type ThreadEvent, type Turn, type TurnError, type TurnStatus } from './types';
 
 export interface ItemView {
   id: string;
@@ -95,7 +95,7 @@ export class ThreadModel {
   }
 
   apply(ev: ThreadEvent): void {
-    const p = ev.payload;
+    const p = asObject(ev.payload);
     this.version++;
     this.at = ev.at;
     switch (ev.type) {
@@ -180,7 +180,7 @@ export class ThreadModel {
     }
     v.kind = item.kind;
     v.status = item.status;
-    v.payload = item.payload ?? {};
+    v.payload = asObject(item.payload);
     const final = finalText(item);
     // A command's final payload keeps only the tail of its output: keep the
     // streamed whole when there is one.
@@ -204,7 +204,7 @@ export class ThreadModel {
 
 /** The whole text an ended item carries in its payload, if any. */
 function finalText(item: Item): string | undefined {
-  const p = item.payload ?? {};
+  const p = asObject(item.payload);
   switch (item.kind) {
     case 'userMessage':
     case 'agentMessage':

@@ -9,7 +9,7 @@
 //          a lost answer is RESULT_UNKNOWN for the user to resolve.
 
 import { AnswerLost, NotSent, RpcError, RpcSocket } from './rpc';
-import type { InitializeResult, RetryPolicy } from './types';
+import type { BusinessMethod, InitializeParams, InitializeResult, Methods, NotificationName, Notifications, RetryPolicy } from './types';
 
 export const PROTOCOL_VERSION = '1.0';
 
@@ -102,11 +102,12 @@ export class BrowserRuntime {
   }
 
   /** Listens to one notification method; returns the unsubscribe. */
-  on(method: string, listener: Listener<unknown>): () => void {
+  on<N extends NotificationName>(method: N, listener: Listener<Notifications[N]>): () => void {
     let set = this.notificationListeners.get(method);
     if (!set) this.notificationListeners.set(method, (set = new Set()));
-    set.add(listener);
-    return () => set.delete(listener);
+    const l = listener as Listener<unknown>;
+    set.add(l);
+    return () => set.delete(l);
   }
 
   onState(listener: Listener<ConnectionState>): () => void {
@@ -128,11 +129,11 @@ export class BrowserRuntime {
     return this.retry[method] ?? 'never';
   }
 
-  /** One call under the retry contract. */
-  async call<T>(method: string, params?: object): Promise<T> {
+  /** One call under the retry contract, its params and result typed by the contract (protocol.gen.ts). */
+  async call<M extends BusinessMethod>(method: M, params: Methods[M]['params']): Promise<Methods[M]['result']> {
     const policy = this.policy(method);
     // A retried keyed call must be the same request: freeze it now.
-    const frozen = params === undefined ? undefined : (JSON.parse(JSON.stringify(params)) as object);
+    const frozen = JSON.parse(JSON.stringify(params)) as object;
     let repeats = 0;
     for (;;) {
       let sock: RpcSocket;
@@ -144,7 +145,7 @@ export class BrowserRuntime {
         sock = await this.whenConnected();
       }
       try {
-        return await sock.call<T>(method, frozen);
+        return await sock.call<Methods[M]['result']>(method, frozen);
       } catch (err) {
         if (err instanceof NotSent) {
           if (policy === 'never') throw new Offline(method);
@@ -218,11 +219,12 @@ export class BrowserRuntime {
     const giveUp = setTimeout(() => sock.close(1000, 'connect timeout'), CONNECT_TIMEOUT_MS);
     try {
       await sock.opened;
-      const init = await sock.call<InitializeResult>('initialize', {
+      const hello: InitializeParams = {
         protocolVersion: PROTOCOL_VERSION,
         clientInfo: { name: 'deepcode-web', version: this.opts.version, surface: 'web' },
         frontendBuildId: this.opts.buildId,
-      });
+      };
+      const init = await sock.call<InitializeResult>('initialize', hello);
       const serviceBuild = init.serviceInfo?.frontendBuildId ?? '';
       if (serviceBuild !== this.opts.buildId) {
         this.stop({ kind: 'stale', serviceBuildId: serviceBuild });

@@ -147,7 +147,7 @@ export class ThreadEventStream {
       if (through !== undefined && through < this.cursor) {
         throw new ReplayError(`the log of ${this.threadId} ends at ${through}, before the ${this.cursor} events already shown`);
       }
-      for (const ev of page.events) {
+      for (const ev of page.events ?? []) {
         if (ev.threadId !== this.threadId) throw new ReplayError(`replay of ${this.threadId} returned an event of ${ev.threadId}`);
         if (ev.sequence <= this.cursor) continue; // applied live meanwhile
         if (ev.sequence !== this.cursor + 1) throw new ReplayError(`replay of ${this.threadId} skipped sequence ${this.cursor + 1}`);

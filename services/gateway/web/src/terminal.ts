@@ -17,43 +17,9 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import type { Controller } from './controller';
 import { humanError } from './labels';
 import { RpcError } from './rpc';
+import type { TerminalInfo } from './types';
 
 type Props = { ctl: Controller };
-
-interface TermInfo {
-  terminalId: string;
-  command: string[] | string;
-  exited: boolean;
-  exitCode?: number;
-  headOffset: number;
-}
-
-interface ReadResult {
-  offset: number;
-  nextOffset: number;
-  data: string;
-  availableFrom: number;
-  truncated: boolean;
-  headOffset: number;
-  hasMore: boolean;
-  exited: boolean;
-  exitCode?: number;
-}
-
-interface OutputNote {
-  threadId: string;
-  terminalId: string;
-  data: string;
-  offset: number;
-  nextOffset: number;
-}
-
-interface ExitNote {
-  threadId: string;
-  terminalId: string;
-  exitCode: number;
-  nextOffset: number;
-}
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -71,17 +37,18 @@ function describe(method: string, err: unknown): string {
 
 export function TerminalPanel({ ctl }: Props) {
   const threadId = ctl.model!.threadId;
-  const [terms, setTerms] = useState<TermInfo[]>([]);
+  const [terms, setTerms] = useState<TerminalInfo[]>([]);
   const [active, setActive] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
 
   const refresh = async (select?: string) => {
     try {
-      const res = await ctl.rt.call<{ terminals: TermInfo[] }>('terminal/list', { threadId });
-      setTerms(res.terminals);
+      const res = await ctl.rt.call('terminal/list', { threadId });
+      const terminals = res.terminals ?? [];
+      setTerms(terminals);
       setError(null);
-      setActive((cur) => select ?? (cur && res.terminals.some((t) => t.terminalId === cur) ? cur : (res.terminals.find((t) => !t.exited)?.terminalId ?? null)));
+      setActive((cur) => select ?? (cur && terminals.some((t) => t.terminalId === cur) ? cur : (terminals.find((t) => !t.exited)?.terminalId ?? null)));
     } catch (err) {
       setError(describe('terminal/list', err));
     }
@@ -89,7 +56,7 @@ export function TerminalPanel({ ctl }: Props) {
   useEffect(() => {
     void refresh();
     const off = ctl.rt.on('terminal.exit', (p) => {
-      if ((p as ExitNote).threadId === threadId) void refresh();
+      if (p.threadId === threadId) void refresh();
     });
     const offReady = ctl.rt.onReady(() => void refresh());
     return () => {
@@ -101,7 +68,7 @@ export function TerminalPanel({ ctl }: Props) {
   const create = async () => {
     setBusy(true);
     try {
-      const res = await ctl.rt.call<{ terminalId: string }>('terminal/create', { threadId, cols: 80, rows: 24 });
+      const res = await ctl.rt.call('terminal/create', { threadId, cols: 80, rows: 24 });
       await refresh(res.terminalId);
     } catch (err) {
       setError(describe('terminal/create', err));
@@ -166,15 +133,14 @@ function TermView({ ctl, threadId, terminalId, exited }: Props & { threadId: str
     /** Reads from the cursor to the head. */
     const catchUp = async () => {
       for (let rounds = 0; rounds < 1000 && !stopped; rounds++) {
-        const r = await ctl.rt.call<ReadResult>('terminal/read', { threadId, terminalId, offset: cursor, limit: 65536 });
+        const r = await ctl.rt.call('terminal/read', { threadId, terminalId, offset: cursor, limit: 65536 });
         if (stopped) return;
         if (r.truncated && r.offset > cursor) term.write('\r\n[older output was dropped]\r\n');
         write(r.data, r.nextOffset);
         if (!r.hasMore) return;
       }
     };
-    const offOut = ctl.rt.on('terminal.output', (p) => {
-      const n = p as OutputNote;
+    const offOut = ctl.rt.on('terminal.output', (n) => {
       if (n.terminalId !== terminalId) return;
       serial(async () => {
         if (n.nextOffset <= cursor) return; // already shown
