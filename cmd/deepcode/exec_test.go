@@ -11,12 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
 	"github.com/creack/pty"
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/buildinfo"
@@ -322,5 +324,135 @@ func TestExecAsksOnATerminal(t *testing.T) {
 		if !strings.Contains(text, "approval requested (script): delete it") || !strings.Contains(text, c.want) {
 			t.Fatalf("answer %q: output %q", c.answer, text)
 		}
+	}
+}
+
+// ptyRun runs deepcode args on a PTY of 60 columns (stderr elsewhere when
+// stderr is not nil) and returns what the terminal received and the exit
+// status.
+func ptyRun(t *testing.T, env *testkit.Env, stderr io.Writer, args ...string) (string, int) {
+	t.Helper()
+	cmd := env.Command(context.Background(), "deepcode", args...)
+	cmd.Stderr = stderr
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan string, 1)
+	go func() {
+		// The colour query bubbletea's init sends (OSC 11, then a cursor
+		// position request) is answered as a terminal emulator would;
+		// unanswered, it waits termenv's 5 s timeout.
+		var buf bytes.Buffer
+		chunk := make([]byte, 4096)
+		answered := false
+		for {
+			n, err := ptmx.Read(chunk)
+			buf.Write(chunk[:n])
+			if !answered && bytes.Contains(buf.Bytes(), []byte("\x1b]11;?")) {
+				answered = true
+				_, _ = ptmx.WriteString("\x1b]11;rgb:0000/0000/0000\x1b\\\x1b[1;1R")
+			}
+			if err != nil {
+				out <- buf.String()
+				return
+			}
+		}
+	}()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case <-waited:
+	case <-time.After(guard):
+		_ = cmd.Process.Kill()
+		t.Fatalf("exec did not end within %s", guard)
+	}
+	_ = ptmx.Close()
+	return <-out, cmd.ProcessState.ExitCode()
+}
+
+// screenOf is the text a terminal shows after receiving out: escape
+// sequences left out, "\r" returns to the line's start, "\n" moves down,
+// anything else overwrites a cell.
+func screenOf(out string) string {
+	var lines [][]rune
+	row, col := 0, 0
+	for _, r := range ansi.Strip(out) {
+		for len(lines) <= row {
+			lines = append(lines, nil)
+		}
+		switch r {
+		case '\r':
+			col = 0
+		case '\n':
+			row++
+		default:
+			for len(lines[row]) <= col {
+				lines[row] = append(lines[row], ' ')
+			}
+			lines[row][col] = r
+			col++
+		}
+	}
+	for len(lines) <= row {
+		lines = append(lines, nil)
+	}
+	var s []string
+	for _, l := range lines {
+		s = append(s, strings.TrimRight(string(l), " "))
+	}
+	return strings.Join(s, "\n")
+}
+
+// TestExecStatusLine runs exec on a real PTY: while the turn runs, stderr
+// shows a spinner, the elapsed time and the current step, redrawn in place
+// within the terminal's width; the line is erased before output and at the
+// end, so the screen holds only the turn's output. Not with --json, not
+// when stderr is not the terminal.
+func TestExecStatusLine(t *testing.T) {
+	t.Parallel()
+	env, ws := newExecEnv(t)
+	out, code := ptyRun(t, env, nil, "exec", "--trust", "--workspace", ws, "sleep 1.5; echo hi")
+	if code != 0 {
+		t.Fatalf("exit %d: %q", code, out)
+	}
+	running := regexp.MustCompile(`\r[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] [01]s running: sleep 1\.5; echo hi`)
+	if n := len(running.FindAllString(out, -1)); n < 2 {
+		t.Fatalf("the status line was drawn %d times, want it redrawn while the command runs: %q", n, out)
+	}
+	if screen := screenOf(out); screen != "hi\n" {
+		t.Fatalf("the screen holds %q, want only the output; received %q", screen, out)
+	}
+
+	// The script profile: its steps, a file change as a change, and a
+	// message; a long step is cut to the width.
+	long := strings.Repeat("x", 80)
+	out, code = ptyRun(t, env, nil, "exec", "--workspace", ws, "--profile", "script",
+		"say start\nsleep 1s\nwrite a.txt one\nsleep 1s\nsay done\nsleep 500ms\n# "+long)
+	if code != 0 {
+		t.Fatalf("exit %d: %q", code, out)
+	}
+	if !regexp.MustCompile(`\r[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] [0-9]s working`).MatchString(out) {
+		t.Fatalf("no working step: %q", out)
+	}
+	if screen := screenOf(out); screen != "start\n+ a.txt (+1)\ndone\n" {
+		t.Fatalf("the screen holds %q; received %q", screen, out)
+	}
+	for _, l := range strings.Split(strings.ReplaceAll(ansi.Strip(out), "\r\n", "\r"), "\r") {
+		if w := len([]rune(l)); w >= 60 {
+			t.Fatalf("a line of %d columns on a 60-column terminal: %q", w, l)
+		}
+	}
+
+	// --json: one value, no status line.
+	out, code = ptyRun(t, env, nil, "exec", "--json", "--workspace", ws, "sleep 1; echo hi")
+	if code != 0 || strings.ContainsAny(out, "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏") || !strings.HasPrefix(ansi.Strip(out), `{"threadId":"thr_`) {
+		t.Fatalf("exit %d: %q", code, out)
+	}
+	// stderr not the terminal: none either, there or on stdout.
+	var errb bytes.Buffer
+	out, code = ptyRun(t, env, &errb, "exec", "--workspace", ws, "sleep 1; echo hi; echo oops >&2")
+	if code != 0 || ansi.Strip(out) != "hi\r\n" || errb.String() != "oops\n" {
+		t.Fatalf("exit %d: stdout %q, stderr %q", code, out, errb.String())
 	}
 }

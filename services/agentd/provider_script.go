@@ -3,6 +3,7 @@ package agentd
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +24,7 @@ import (
 //	session <id>            record the provider session id
 //	say-session             say the session id the turn started with
 //	await-steer [duration]  wait for steering input and say it
+//	usage <input> <output>  record the turn's token usage (a tokenUsage item)
 //	fail <CODE> [message]   end the turn with that error code
 //
 // Blank lines and lines starting with # are ignored.
@@ -109,6 +111,8 @@ func (scriptProvider) Run(ctx context.Context, t *TurnRun) error {
 			}
 		case "await-steer":
 			err = awaitSteer(ctx, t, rest)
+		case "usage":
+			err = usageStep(t.Sink, rest)
 		case "fail":
 			code, msg, _ := strings.Cut(rest, " ")
 			if code == "" {
@@ -120,7 +124,7 @@ func (scriptProvider) Run(ctx context.Context, t *TurnRun) error {
 			c := errs.Code(code)
 			err = &errs.Error{Code: c, Message: msg, Retryable: c.Retryable()}
 		default:
-			err = errs.New(errs.InvalidParams, "line %d: unknown script step %q (say, sleep, approve, write, append, session, say-session, await-steer, fail)", n+1, verb)
+			err = errs.New(errs.InvalidParams, "line %d: unknown script step %q (say, sleep, approve, write, append, session, say-session, await-steer, usage, fail)", n+1, verb)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -140,6 +144,15 @@ func say(s *Sink, text string) {
 	}
 	s.CompleteItem(item, ItemCompleted, MessagePayload{Text: text})
 	s.Response(text)
+}
+
+func usageStep(s *Sink, arg string) error {
+	var in, out int64
+	if n, err := fmt.Sscanf(arg, "%d %d", &in, &out); err != nil || n != 2 || in < 0 || out < 0 {
+		return errs.New(errs.InvalidParams, "usage needs the input and output token counts, such as \"usage 120 30\", not %q", arg)
+	}
+	s.Usage(UsagePayload{InputTokens: in, OutputTokens: out})
+	return nil
 }
 
 func sleepStep(ctx context.Context, arg string) error {

@@ -127,6 +127,9 @@ type wireTurn struct {
 	ThreadID string     `json:"threadId"`
 	Status   string     `json:"status"`
 	Error    *wireError `json:"error,omitempty"`
+	// Response is the turn's latest response text (its last agent message,
+	// the tail of a command's output).
+	Response string `json:"response,omitempty"`
 }
 
 type wireItem struct {

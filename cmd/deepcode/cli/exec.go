@@ -43,10 +43,22 @@ config.toml; see docs/PROVIDERS.md), else "shell", which runs the task as a
 configured profile (e.g. "script").
 
 In the foreground the output is rendered from the durable event log: agent
-messages and command stdout go to stdout, command stderr to stderr. A lost
-connection is re-established and rendering continues where it stopped:
+messages and command stdout go to stdout, command stderr to stderr, and file
+changes to stderr as changes, one line per file:
+
+  ~ a.txt (+3 −1)   an edit: lines added and removed
+  + b.txt (+12)     a new file
+  - c.txt           a deletion
+  ! d.txt (write failed)
+
+(the counts are left out when the agent does not report the file's text). A
+lost connection is re-established and rendering continues where it stopped:
 nothing is lost or printed twice. Approval requests are asked on the terminal
-("approve? [y/N]"); when stdin is not a terminal they are denied.
+("approve? [y/N]"); when stdin is not a terminal they are denied. While the
+turn runs and stderr is a terminal, one status line there shows a spinner,
+the elapsed time and the current step ("running: ls -la", "writing a.txt",
+"waiting for approval"); it is redrawn in place and erased at the end (not
+with --json, not when stderr is not a terminal or TERM=dumb).
 
 Exit status: 0 when the turn completed; the command's own exit status when a
 command failed with one; 1 for other failures; 130 after Ctrl-C (which
@@ -55,8 +67,17 @@ interrupts the turn) or when the turn was interrupted; 143 when terminated
 
 --detach prints the thread and turn ids ({"threadId","turnId"} with --json)
 and returns at once; the turn goes on in the service. With --json in the
-foreground nothing is streamed and one JSON value is printed at the end:
-{"threadId","turnId","status"} plus "error" when the turn did not complete.
+foreground nothing is streamed and one JSON object is printed at the end:
+
+  {"threadId": "thr_…", "turnId": "turn_…",
+   "status": "completed" | "failed" | "interrupted",
+   "response": "the turn's final response text (\"\" when none)",
+   "items": [ the turn's items in the order they began, each as turn/read
+              answers it: {"id","threadId","turnId","kind","status",
+              "payload","createdAt","updatedAt"} ],
+   "usage": the tokenUsage item's payload ({"inputTokens","outputTokens",
+            "totalTokens",…}) or null when the runtime reported none,
+   "error": {"code","message","retryable"} only when it did not complete}
 
 A workspace is refused until it is trusted: --trust grants it (recorded once,
 so later runs need no flag).`,
@@ -169,6 +190,13 @@ func (a *app) execRun(ctx context.Context, o execOptions, task string, sigs <-ch
 			fmt.Fprintf(a.stdout, "thread %s\nturn %s\n", f.threadID, f.turnID)
 		}
 		return nil
+	}
+	if !a.jsonOut && a.stderr == os.Stderr && isTerminal(os.Stderr.Fd()) && os.Getenv("TERM") != "dumb" {
+		stop := f.startStatus(a.stderr, isTerminal(os.Stdout.Fd()), func() int {
+			cols, _, _ := windowSize(os.Stderr.Fd())
+			return cols
+		})
+		defer stop()
 	}
 	return f.run()
 }

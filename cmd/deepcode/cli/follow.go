@@ -31,6 +31,8 @@ const (
 
 // Event types the renderer understands.
 const (
+	evTurnQueued       = "turn.queued"
+	evTurnStarted      = "turn.started"
 	evItemStarted      = "item.started"
 	evItemDelta        = "item.delta"
 	evItemCompleted    = "item.completed"
@@ -77,12 +79,97 @@ type follower struct {
 
 	finished bool
 	outcome  error // what run returns once finished
+
+	// status is the status line on a terminal's stderr (nil when off);
+	// stdoutShared: stdout is a terminal too, so writes to it erase the
+	// line as well.
+	status       *statusLine
+	stdoutShared bool
+	tick         <-chan time.Time
+
+	// What exec --json reports: the turn's items in the order they began,
+	// as their latest event has them, and its token usage.
+	turnItems []api.Item
+	itemAt    map[string]int
+	usage     json.RawMessage
 }
 
 type itemState struct {
 	kind    string
 	wrote   bool
 	endedNL bool
+	step    string // the status line's words while it runs
+	seq     int64  // the sequence of its item.started
+}
+
+// stdout and stderr are the streams the turn is rendered on; with a status
+// line, writes to its terminal erase the line first.
+func (f *follower) stdout() io.Writer {
+	if f.status != nil && f.stdoutShared {
+		return statusWriter{f.status, f.a.stdout}
+	}
+	return f.a.stdout
+}
+
+func (f *follower) stderr() io.Writer {
+	if f.status != nil {
+		return statusWriter{f.status, f.a.stderr}
+	}
+	return f.a.stderr
+}
+
+// startStatus turns the status line on: it is drawn on w every
+// statusInterval while the turn runs.
+func (f *follower) startStatus(w io.Writer, stdoutShared bool, width func() int) (stop func()) {
+	f.status = newStatusLine(w, time.Now, width)
+	f.stdoutShared = stdoutShared
+	t := time.NewTicker(statusInterval)
+	f.tick = t.C
+	return func() {
+		t.Stop()
+		f.status.stop()
+	}
+}
+
+// restep names the current step: the latest started item still running,
+// a pending approval before that.
+func (f *follower) restep() {
+	if f.status == nil {
+		return
+	}
+	if len(f.order) > 0 {
+		f.status.setStep("waiting for approval")
+		return
+	}
+	step, seq := "working", int64(-1)
+	for _, st := range f.items {
+		if st.step != "" && st.seq > seq {
+			step, seq = st.step, st.seq
+		}
+	}
+	f.status.setStep(step)
+}
+
+// record keeps an item of the turn for exec --json.
+func (f *follower) record(raw json.RawMessage) {
+	var p struct {
+		Item api.Item `json:"item"`
+	}
+	if json.Unmarshal(raw, &p) != nil || p.Item.ID == "" {
+		return
+	}
+	if f.itemAt == nil {
+		f.itemAt = map[string]int{}
+	}
+	if i, ok := f.itemAt[p.Item.ID]; ok {
+		f.turnItems[i] = p.Item
+	} else {
+		f.itemAt[p.Item.ID] = len(f.turnItems)
+		f.turnItems = append(f.turnItems, p.Item)
+	}
+	if p.Item.Kind == "tokenUsage" && len(p.Item.Payload) > 0 {
+		f.usage = p.Item.Payload
+	}
 }
 
 type pendingApproval struct {
@@ -101,7 +188,7 @@ func (f *follower) close() {
 // lost drops a broken connection, saying so once until it works again.
 func (f *follower) lost(err error) {
 	if !f.lostNote {
-		fmt.Fprintf(f.a.stderr, "deepcode: the connection to the service was lost (%s); reconnecting…\n", errs.From(err).Message)
+		fmt.Fprintf(f.stderr(), "deepcode: the connection to the service was lost (%s); reconnecting…\n", errs.From(err).Message)
 		f.lostNote = true
 	}
 	f.close()
@@ -140,6 +227,8 @@ func (f *follower) pause(d time.Duration) {
 		f.onSignal(s)
 	case <-f.guard:
 		f.giveUpInterrupt()
+	case <-f.tick:
+		f.status.draw()
 	case <-t.C:
 	}
 }
@@ -237,6 +326,8 @@ func (f *follower) session() error {
 			f.answered("")
 		case <-f.guard:
 			f.giveUpInterrupt()
+		case <-f.tick:
+			f.status.draw()
 		}
 	}
 	return nil
@@ -283,7 +374,7 @@ func (f *follower) act() error {
 		if p.decision == "" {
 			if !f.interactive {
 				p.decision = "deny"
-				fmt.Fprintf(f.a.stderr, "deepcode: approval requested (%s): %s — denied: not interactive (stdin is not a terminal)\n", p.approval.Kind, p.approval.Summary)
+				fmt.Fprintf(f.stderr(), "deepcode: approval requested (%s): %s — denied: not interactive (stdin is not a terminal)\n", p.approval.Kind, p.approval.Summary)
 			} else if f.asking == "" {
 				f.ask(p) // decides at once when the terminal has closed
 			}
@@ -310,10 +401,12 @@ func (f *follower) act() error {
 
 // ask prints the question and reads the answer from the terminal.
 func (f *follower) ask(p *pendingApproval) {
-	fmt.Fprintf(f.a.stderr, "deepcode: approval requested (%s): %s\napprove? [y/N] ", p.approval.Kind, p.approval.Summary)
+	f.status.pause()
+	fmt.Fprintf(f.stderr(), "deepcode: approval requested (%s): %s\napprove? [y/N] ", p.approval.Kind, p.approval.Summary)
 	if f.stdinEOF {
 		p.decision = "deny"
-		fmt.Fprintln(f.a.stderr, "(no answer: denied)")
+		fmt.Fprintln(f.stderr(), "(no answer: denied)")
+		f.status.resume()
 		return
 	}
 	f.asking = p.approval.ID
@@ -346,6 +439,7 @@ func (f *follower) answered(line string) {
 		return
 	}
 	f.asking = ""
+	f.status.resume()
 	p := f.pending[id]
 	if p == nil || p.decision != "" {
 		return
@@ -356,7 +450,7 @@ func (f *follower) answered(line string) {
 	default:
 		p.decision = "deny"
 		if f.stdinEOF {
-			fmt.Fprintln(f.a.stderr, "(no answer: denied)")
+			fmt.Fprintln(f.stderr(), "(no answer: denied)")
 		}
 	}
 }
@@ -375,12 +469,12 @@ func (f *follower) forget(id string) {
 // SIGTERM detaches, leaving the turn to run.
 func (f *follower) onSignal(s os.Signal) {
 	if s == syscall.SIGTERM {
-		fmt.Fprintf(f.a.stderr, "deepcode: detached; the turn goes on in the service (thread %s, turn %s)\n", f.threadID, f.turnID)
+		fmt.Fprintf(f.stderr(), "deepcode: detached; the turn goes on in the service (thread %s, turn %s)\n", f.threadID, f.turnID)
 		f.finish(&exitError{code: exitTerminated})
 		return
 	}
 	if f.interruptWanted {
-		fmt.Fprintln(f.a.stderr, "deepcode: not waiting for the turn to stop")
+		fmt.Fprintln(f.stderr(), "deepcode: not waiting for the turn to stop")
 		f.finish(&exitError{code: exitInterrupted})
 		return
 	}
@@ -392,11 +486,12 @@ func (f *follower) onSignal(s os.Signal) {
 }
 
 func (f *follower) giveUpInterrupt() {
-	fmt.Fprintf(f.a.stderr, "deepcode: the turn has not stopped yet; it was asked to (thread %s, turn %s)\n", f.threadID, f.turnID)
+	fmt.Fprintf(f.stderr(), "deepcode: the turn has not stopped yet; it was asked to (thread %s, turn %s)\n", f.threadID, f.turnID)
 	f.finish(&exitError{code: exitInterrupted})
 }
 
 func (f *follower) finish(outcome error) {
+	f.status.stop()
 	f.finished = true
 	f.outcome = outcome
 }
@@ -413,7 +508,9 @@ func (f *follower) apply(ev client.Event) {
 			Item wireItem `json:"item"`
 		}
 		if json.Unmarshal(ev.Payload, &p) == nil && p.Item.TurnID == f.turnID {
-			f.items[p.Item.ID] = &itemState{kind: p.Item.Kind, endedNL: true}
+			f.items[p.Item.ID] = &itemState{kind: p.Item.Kind, endedNL: true, step: stepOf(p.Item.Kind, p.Item.Payload), seq: ev.Sequence}
+			f.record(ev.Payload)
+			f.restep()
 		}
 	case evItemDelta:
 		var p struct {
@@ -432,9 +529,9 @@ func (f *follower) apply(ev client.Event) {
 			st = &itemState{endedNL: true}
 			f.items[p.ItemID] = st
 		}
-		w := f.a.stdout
+		w := f.stdout()
 		if p.Delta.Stream == "stderr" {
-			w = f.a.stderr
+			w = f.stderr()
 		}
 		f.write(st, w, p.Delta.Text)
 	case evItemCompleted:
@@ -449,7 +546,9 @@ func (f *follower) apply(ev client.Event) {
 		if st == nil {
 			st = &itemState{kind: p.Item.Kind, endedNL: true}
 		}
+		f.record(ev.Payload)
 		f.completed(st, p.Item)
+		f.restep()
 	case evApprovalRequest:
 		var p struct {
 			Approval wireApproval `json:"approval"`
@@ -458,6 +557,7 @@ func (f *follower) apply(ev client.Event) {
 			if f.pending[p.Approval.ID] == nil {
 				f.pending[p.Approval.ID] = &pendingApproval{approval: p.Approval}
 				f.order = append(f.order, p.Approval.ID)
+				f.restep()
 			}
 		}
 	case evApprovalResolved:
@@ -470,9 +570,15 @@ func (f *follower) apply(ev client.Event) {
 		}
 		if f.asking == p.ApprovalID {
 			f.asking = ""
-			fmt.Fprintf(f.a.stderr, "\n(answered elsewhere: %s)\n", p.Decision)
+			f.status.resume()
+			fmt.Fprintf(f.stderr(), "\n(answered elsewhere: %s)\n", p.Decision)
 		}
 		f.forget(p.ApprovalID)
+		f.restep()
+	case evTurnQueued:
+		f.status.setStep("queued")
+	case evTurnStarted:
+		f.restep()
 	case evTurnCompleted, evTurnFailed, evTurnInterrupted:
 		var p struct {
 			Turn wireTurn `json:"turn"`
@@ -501,10 +607,10 @@ func (f *follower) completed(st *itemState, it wireItem) {
 				Text string `json:"text"`
 			}
 			_ = json.Unmarshal(it.Payload, &p)
-			f.write(st, f.a.stdout, p.Text)
+			f.write(st, f.stdout(), p.Text)
 		}
 		if st.wrote && !st.endedNL {
-			f.write(st, f.a.stdout, "\n")
+			f.write(st, f.stdout(), "\n")
 		}
 	case "commandExecution":
 		var p struct {
@@ -514,18 +620,28 @@ func (f *follower) completed(st *itemState, it wireItem) {
 			f.lastExit = *p.ExitCode
 		}
 	case "fileChange":
-		var p struct {
-			Path   string `json:"path"`
-			Action string `json:"action"`
+		if f.json {
+			return
 		}
-		if !f.json && json.Unmarshal(it.Payload, &p) == nil && p.Path != "" {
-			verb := p.Action
-			if it.Status != "completed" {
-				verb += " failed"
-			}
-			fmt.Fprintf(f.a.stderr, "deepcode: %s %s\n", verb, p.Path)
+		for _, line := range fileChangeLines(it.Status, it.Payload) {
+			fmt.Fprintln(f.stderr(), line)
 		}
 	}
+}
+
+// execResult is what exec --json prints once the turn ended: its ids and
+// status, its final response text, its items (as turn/read answers them,
+// in the order they began) and its token usage (the tokenUsage item's
+// payload, null when the runtime reported none), plus the error when it
+// did not complete.
+type execResult struct {
+	ThreadID string          `json:"threadId"`
+	TurnID   string          `json:"turnId"`
+	Status   string          `json:"status"`
+	Response string          `json:"response"`
+	Items    []api.Item      `json:"items"`
+	Usage    json.RawMessage `json:"usage"`
+	Error    *errs.Wire      `json:"error,omitempty"`
 }
 
 // ended records the turn's outcome: its exit status and its error.
@@ -552,13 +668,16 @@ func (f *follower) ended(t wireTurn) {
 	if f.interruptWanted {
 		code = exitInterrupted
 	}
+	f.status.stop()
 	if f.json {
-		out := struct {
-			ThreadID string     `json:"threadId"`
-			TurnID   string     `json:"turnId"`
-			Status   string     `json:"status"`
-			Error    *errs.Wire `json:"error,omitempty"`
-		}{ThreadID: f.threadID, TurnID: f.turnID, Status: t.Status}
+		out := execResult{ThreadID: f.threadID, TurnID: f.turnID, Status: t.Status, Response: t.Response,
+			Items: f.turnItems, Usage: f.usage}
+		if out.Items == nil {
+			out.Items = []api.Item{}
+		}
+		if out.Usage == nil {
+			out.Usage = json.RawMessage("null")
+		}
 		if t.Error != nil && t.Status != "completed" {
 			w := t.Error.err().ToWire()
 			out.Error = &w

@@ -56,6 +56,9 @@ func TestFollowerRenders(t *testing.T) {
 		[2]string{evItemDelta, delta("item_c", `{"stream":"stderr","text":"err\n"}`)},
 		[2]string{evItemCompleted, item("item_c", "commandExecution", "failed", `{"exitCode":7}`)},
 		[2]string{evItemCompleted, item("item_f", "fileChange", "completed", `{"path":"a.txt","action":"write"}`)},
+		[2]string{evItemCompleted, item("item_g", "fileChange", "completed", `{"path":"b.txt","action":"write","after":"1\n2\n"}`)},
+		[2]string{evItemCompleted, item("item_h", "fileChange", "completed", `{"path":"b.txt","action":"append","before":"1\n2\n","after":"1\n2\n3\n"}`)},
+		[2]string{evItemCompleted, item("item_i", "fileChange", "failed", `{"path":"c.txt","action":"write"}`)},
 	)
 	// Another turn's output is not this turn's.
 	f.apply(client.Event{ThreadID: "thr_t", Sequence: f.cursor + 1, Type: evItemDelta,
@@ -63,10 +66,10 @@ func TestFollowerRenders(t *testing.T) {
 	if got, want := out.String(), "hello world\nwhole\nout\n"; got != want {
 		t.Fatalf("stdout %q, want %q", got, want)
 	}
-	if got, want := errb.String(), "err\ndeepcode: write a.txt\n"; got != want {
+	if got, want := errb.String(), "err\n~ a.txt\n+ b.txt (+2)\n~ b.txt (+1 −0)\n! c.txt (write failed)\n"; got != want {
 		t.Fatalf("stderr %q, want %q", got, want)
 	}
-	if f.cursor != 15 || len(f.items) != 0 {
+	if f.cursor != 18 || len(f.items) != 0 {
 		t.Fatalf("cursor %d, %d active items", f.cursor, len(f.items))
 	}
 	feed(f, [2]string{evTurnFailed, `{"turn":{"id":"turn_1","status":"failed","error":{"code":"TASK_FAILED","message":"sh exited","retryable":false}}}`})
@@ -114,9 +117,52 @@ func TestFollowerJSONOutcome(t *testing.T) {
 		[2]string{evItemDelta, delta("item_a", `{"text":"not shown"}`)},
 		[2]string{evTurnFailed, `{"turn":{"id":"turn_1","status":"failed","error":{"code":"TASK_FAILED","message":"denied","retryable":false,"data":{"secret":"x"}}}}`},
 	)
-	want := `{"threadId":"thr_t","turnId":"turn_1","status":"failed","error":{"code":"TASK_FAILED","message":"denied","retryable":false}}` + "\n"
+	want := `{"threadId":"thr_t","turnId":"turn_1","status":"failed","response":"","items":[],"usage":null,"error":{"code":"TASK_FAILED","message":"denied","retryable":false}}` + "\n"
 	if out.String() != want || errb.Len() != 0 {
 		t.Fatalf("stdout %q stderr %q, want %q", out.String(), errb.String(), want)
+	}
+}
+
+// exec --json reports the response, the turn's items in the order they
+// began as their latest event has them (not another turn's), and the usage.
+func TestFollowerJSONItems(t *testing.T) {
+	f, out, errb := testFollower(true)
+	feed(f,
+		[2]string{evItemCompleted, item("item_u", "userMessage", "completed", `{"text":"task"}`)},
+		[2]string{evItemStarted, item("item_a", "agentMessage", "inProgress", `{}`)},
+		[2]string{evItemStarted, item("item_f", "fileChange", "inProgress", `{"path":"a.txt","action":"write"}`)},
+		[2]string{evItemDelta, delta("item_a", `{"text":"hi"}`)},
+		[2]string{evItemCompleted, item("item_f", "fileChange", "completed", `{"path":"a.txt","action":"write","after":"x\n"}`)},
+		[2]string{evItemCompleted, item("item_a", "agentMessage", "completed", `{"text":"hi"}`)},
+		[2]string{evItemStarted, `{"item":{"id":"item_o","turnId":"turn_0","kind":"agentMessage","status":"inProgress","payload":{}}}`},
+		[2]string{evItemStarted, item("item_t", "tokenUsage", "inProgress", `{"inputTokens":1,"outputTokens":2,"totalTokens":3}`)},
+		[2]string{evItemCompleted, item("item_t", "tokenUsage", "completed", `{"inputTokens":10,"outputTokens":5,"totalTokens":15}`)},
+		[2]string{evTurnCompleted, `{"turn":{"id":"turn_1","status":"completed","response":"hi"}}`},
+	)
+	if errb.Len() != 0 {
+		t.Fatalf("stderr %q", errb.String())
+	}
+	var got struct {
+		ThreadID, TurnID, Status, Response string
+		Items                              []struct{ ID, TurnID, Kind, Status string }
+		Usage                              *struct{ InputTokens, OutputTokens, TotalTokens int }
+		Error                              any
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	var ids []string
+	for _, it := range got.Items {
+		ids = append(ids, it.ID+"/"+it.Kind+"/"+it.Status)
+	}
+	if want := "item_u/userMessage/completed item_a/agentMessage/completed item_f/fileChange/completed item_t/tokenUsage/completed"; strings.Join(ids, " ") != want {
+		t.Fatalf("items %v, want %s", ids, want)
+	}
+	if got.Status != "completed" || got.Response != "hi" || got.Error != nil || got.ThreadID != "thr_t" || got.TurnID != "turn_1" {
+		t.Fatalf("%+v", got)
+	}
+	if got.Usage == nil || *got.Usage != (struct{ InputTokens, OutputTokens, TotalTokens int }{10, 5, 15}) {
+		t.Fatalf("usage %+v", got.Usage)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/deepcode-dev/deepcode/shared/textdiff"
 )
 
 // Limits of the file tools.
@@ -225,7 +227,7 @@ func (tc *toolCtx) diff(ch *fileChange) (string, bool) {
 	if !ch.existed {
 		from = "/dev/null"
 	}
-	d := string(unifiedDiff(from, ch.before, "b/"+tc.payload.Path, ch.after))
+	d := string(textdiff.Unified(from, ch.before, "b/"+tc.payload.Path, ch.after))
 	if len(d) > maxDiffBytes {
 		return validUTF8Prefix(d[:maxDiffBytes]), true
 	}

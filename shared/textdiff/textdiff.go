@@ -1,12 +1,15 @@
 // This file is Go's src/internal/diff/diff.go (Go 1.26), which the standard
-// library does not export, unchanged but for its package name and the "diff"
-// header line (left out: a unified diff starts at "---").
+// library does not export, unchanged but for its package name, the exported
+// Unified, the "diff" header line (left out: a unified diff starts at "---")
+// and Count, which counts what Unified would print.
 //
 // Copyright 2022 The Go Authors. All rights reserved.
 // Use of this source code is governed by a BSD-style
 // license that can be found in the LICENSE file.
 
-package native
+// Package textdiff compares two texts line by line: the native agent's
+// unified diffs and the CLI's "+3 −1" line counts of a file change.
+package textdiff
 
 import (
 	"bytes"
@@ -19,7 +22,7 @@ import (
 // It is typically a pair of line indexes.
 type pair struct{ x, y int }
 
-// unifiedDiff returns an anchored diff of the two texts old and new
+// Unified returns an anchored diff of the two texts old and new
 // in the “unified diff” format. If old and new are identical,
 // Diff returns a nil slice (no output).
 //
@@ -47,7 +50,7 @@ type pair struct{ x, y int }
 // Second, the name is frequently interpreted as meaning that you have
 // to wait longer (to be patient) for the diff, meaning that it is a slower algorithm,
 // when in fact the algorithm is faster than the standard one.
-func unifiedDiff(oldName string, old []byte, newName string, new []byte) []byte {
+func Unified(oldName string, old []byte, newName string, new []byte) []byte {
 	if bytes.Equal(old, new) {
 		return nil
 	}
@@ -164,6 +167,36 @@ func unifiedDiff(oldName string, old []byte, newName string, new []byte) []byte 
 	}
 
 	return out.Bytes()
+}
+
+// Count returns how many lines a diff of old and new adds and removes: the
+// "+" and "-" lines Unified prints.
+func Count(old, new []byte) (added, removed int) {
+	if bytes.Equal(old, new) {
+		return 0, 0
+	}
+	x := lines(old)
+	y := lines(new)
+	var done pair
+	for _, m := range tgs(x, y) {
+		if m.x < done.x {
+			continue
+		}
+		start := m
+		for start.x > done.x && start.y > done.y && x[start.x-1] == y[start.y-1] {
+			start.x--
+			start.y--
+		}
+		end := m
+		for end.x < len(x) && end.y < len(y) && x[end.x] == y[end.y] {
+			end.x++
+			end.y++
+		}
+		removed += start.x - done.x
+		added += start.y - done.y
+		done = end
+	}
+	return added, removed
 }
 
 // lines returns the lines in the file x, including newlines.
