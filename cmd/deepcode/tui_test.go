@@ -139,8 +139,15 @@ func TestTUI(t *testing.T) {
 	}
 	tm.keys("Enter")
 	tm.waitText("approval (script): remove the file — y approve · n deny")
+	tm.waitFor("the status line asking for the approval", func(s string) bool {
+		return strings.Contains(strings.SplitN(s, "\n", 2)[0], "waiting for your approval")
+	})
 	tm.keys("y")
 	tm.waitFor("the output after the approval", func(s string) bool { return countLine(viewLines(s), "beta-out") == 1 })
+	// The turn waits for steering: the status line says it works, with a
+	// spinner and its time.
+	working := regexp.MustCompile(`[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] working [0-9]+(s|m[0-9]{2}s)`)
+	tm.waitFor("the running turn's spinner and time", func(s string) bool { return working.MatchString(strings.SplitN(s, "\n", 2)[0]) })
 
 	// The gateway dies; the turn goes on and says more meanwhile (steered
 	// on agentd's own socket).
@@ -324,7 +331,10 @@ func TestTUIFastInput(t *testing.T) {
 				return strings.Contains(env.MustRun("agents", "show", "--json", rec.ID).Stdout, `"completed"`) &&
 					!strings.Contains(env.MustRun("agents", "show", "--json", rec.ID).Stdout, `"running"`)
 			})
-			tm.waitFor("the thread idle", func(s string) bool { return strings.Contains(strings.SplitN(s, "\n", 2)[0], "· idle") })
+			tm.waitFor("the thread idle, in words, without ids", func(s string) bool {
+				head := strings.TrimSpace(strings.SplitN(s, "\n", 2)[0])
+				return strings.HasSuffix(head, "idle") && !strings.Contains(head, "inst_") && !strings.Contains(head, "thr_")
+			})
 			if got != text {
 				i := 0
 				for i < len(got) && i < len(text) && got[i] == text[i] {

@@ -17,6 +17,7 @@ type tuiOptions struct {
 	trust     bool
 	workspace string
 	profile   string
+	ids       bool // show the instance's and the thread's ids in the status line
 }
 
 const tuiLong = `The terminal UI: threads of the background service (started if needed) and
@@ -26,8 +27,10 @@ CLI.
 The left pane lists the threads; the right one shows the selected thread,
 rebuilt from its durable event log with one contiguous cursor, so a lost
 connection or /reconnect loses nothing and shows nothing twice. The status
-line shows the instance, the connection and the service's phase (running,
-draining).
+line shows the connection, the service's phase (running, draining) and the
+selected thread's state: idle, working (with a spinner and the time the turn
+has run), waiting for your approval, and how many turns are queued; --ids
+adds the instance's and the thread's ids.
 
 Keys: enter sends the prompt (a new thread's first turn, a new turn of an
 idle thread, or steering for its running turn); ctrl+j inserts a newline;
@@ -49,6 +52,7 @@ func tuiFlags(cmd *cobra.Command, o *tuiOptions) {
 	f.BoolVar(&o.trust, "trust", false, "trust the workspace of new threads (an explicit grant, recorded once)")
 	f.StringVar(&o.workspace, "workspace", "", "the workspace of new threads (default: the current directory)")
 	f.StringVar(&o.profile, "profile", "", `the agent profile of new threads (default: "deepcode" once [profiles.deepcode] names a model, else "shell")`)
+	f.BoolVar(&o.ids, "ids", false, "show the instance's and the thread's ids in the status line")
 }
 
 func (a *app) tuiCommand() *cobra.Command {

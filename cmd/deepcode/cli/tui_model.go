@@ -23,6 +23,7 @@ const (
 	tuiMaxLines     = 4000 // rendered output lines kept per thread view
 	tuiMaxItems     = 64   // active (started, not completed) items tracked
 	tuiTick         = 5 * time.Second
+	tuiSpin         = 120 * time.Millisecond // the spinner's frame while a turn runs
 	tuiConnectLimit = 90 * time.Second
 	tuiMaxThreads   = 100
 	tuiSideMinWidth = 80 // narrower: the thread list takes the whole body
@@ -87,11 +88,12 @@ const (
 
 // tuiModel is the TUI's state; bubbletea calls it from one goroutine.
 type tuiModel struct {
-	ctx  context.Context
-	a    *app
-	opts tuiOptions
-	ws   string
-	send func(tea.Msg)
+	ctx      context.Context
+	a        *app
+	opts     tuiOptions
+	spinning bool // a tuiSpun tick is pending
+	ws       string
+	send     func(tea.Msg)
 
 	width, height int
 	st            tuiStyles
@@ -231,10 +233,39 @@ func (m *tuiModel) setError(err error) {
 }
 
 func (m *tuiModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	if _, ok := msg.(tuiSpun); ok {
+		m.spinning = false
+	}
 	cmd := m.update(msg)
 	m.layout()
+	// While the selected thread's turn runs, the status line's spinner
+	// and clock move: one tick chain at a time.
+	if m.view != nil && m.view.active != "" && !m.spinning {
+		m.spinning = true
+		cmd = tea.Batch(cmd, tea.Tick(tuiSpin, func(time.Time) tea.Msg { return tuiSpun{} }))
+	}
 	return m, cmd
 }
+
+// turnNotices are the notices that describe a turn in progress: its end
+// makes them stale.
+var turnNotices = map[string]bool{"turn started": true, "turn queued": true, "steered the running turn": true}
+
+// settleNotice clears such a notice when the selected thread's turns have
+// all ended (the status line says what the thread does now).
+func (m *tuiModel) settleNotice(ev client.Event) {
+	switch ev.Type {
+	case evTurnCompleted, evTurnFailed, evTurnInterrupted:
+		if m.view != nil && m.view.active == "" && len(m.view.queued) == 0 && !m.noticeErr && turnNotices[m.notice] {
+			m.notice = ""
+		}
+	}
+}
+
+// tuiSpun redraws the status line's spinner.
+type tuiSpun struct{}
+
+func (m *tuiModel) now() time.Time { return time.Now() }
 
 func (m *tuiModel) update(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
@@ -474,6 +505,7 @@ func (m *tuiModel) live(ev client.Event) tea.Cmd {
 		v.apply(ev, m.st)
 		v.cursor = ev.Sequence
 		m.dirty = true
+		m.settleNotice(ev)
 		if strings.HasPrefix(ev.Type, "turn.") {
 			cmds = append(cmds, m.loadThreads())
 		}

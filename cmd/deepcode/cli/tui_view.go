@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
@@ -39,8 +40,9 @@ type threadView struct {
 	lines     []outLine
 	items     map[string]*tuiItem
 	itemOrder []string
-	active    string   // the running turn
-	queued    []string // queued turns, oldest first
+	active    string    // the running turn
+	since     time.Time // when it started (its event's time)
+	queued    []string  // queued turns, oldest first
 	approvals []wireApproval
 	applied   int64 // events applied (each exactly once)
 }
@@ -160,7 +162,7 @@ func (v *threadView) apply(ev client.Event, _ tuiStyles) {
 			TurnID string `json:"turnId"`
 		}
 		if json.Unmarshal(ev.Payload, &p) == nil {
-			v.active = p.TurnID
+			v.active, v.since = p.TurnID, ev.At
 			v.unqueue(p.TurnID)
 		}
 	case "turn.steered":
@@ -434,10 +436,6 @@ func (m *tuiModel) View() string {
 }
 
 func (m *tuiModel) statusLine() string {
-	inst := m.instanceID
-	if inst == "" {
-		inst = "instance ?"
-	}
 	conn := m.connState
 	if m.connErr != "" && conn != "connected" {
 		conn += ": " + m.connErr
@@ -446,20 +444,21 @@ func (m *tuiModel) statusLine() string {
 	if phase == "" {
 		phase = "?"
 	}
-	if len(inst) > 13 && m.width < 100 {
-		inst = inst[:13] // "inst_" and 8 more: enough to tell instances apart
+	left := fmt.Sprintf(" deepcode · %s · %s", conn, phase)
+	if m.opts.ids {
+		inst := m.instanceID
+		if inst == "" {
+			inst = "instance ?"
+		}
+		left += " · " + inst
 	}
-	left := fmt.Sprintf(" deepcode · %s · %s · %s", conn, phase, inst)
 	right := ""
 	if v := m.view; v != nil {
-		state := "idle"
-		if v.active != "" {
-			state = "running " + v.active
+		right = v.state(m.now())
+		if m.opts.ids {
+			right = v.id + " · " + right
 		}
-		if len(v.queued) > 0 {
-			state += fmt.Sprintf(" +%d queued", len(v.queued))
-		}
-		right = fmt.Sprintf("%s · %s ", v.id, state)
+		right += " "
 	} else {
 		right = "new thread "
 	}
@@ -476,6 +475,40 @@ func (m *tuiModel) statusLine() string {
 		return m.st.statusWarn.Render(line)
 	}
 	return m.st.status.Render(line)
+}
+
+// state is the thread's state in people's words: idle, working (a
+// spinner and the time the turn has run), waiting for your approval, and
+// the turns queued behind.
+func (v *threadView) state(now time.Time) string {
+	state := "idle"
+	switch {
+	case len(v.approvals) > 0:
+		state = "waiting for your approval"
+	case v.active != "":
+		frame := spinnerFrames[int(now.UnixMilli()/int64(tuiSpin/time.Millisecond))%len(spinnerFrames)]
+		state = frame + " working"
+		if !v.since.IsZero() {
+			state += " " + elapsed(now.Sub(v.since))
+		}
+	}
+	if len(v.queued) > 0 {
+		state += fmt.Sprintf(" · %d queued", len(v.queued))
+	}
+	return state
+}
+
+// turnStatusWords are the thread list's statuses in people's words.
+var turnStatusWords = map[string]string{
+	"queued": "queued", "starting": "starting", "running": "working", "waitingApproval": "needs approval",
+	"completed": "done", "failed": "failed", "interrupted": "stopped", "idle": "idle",
+}
+
+func statusWords(s string) string {
+	if w, ok := turnStatusWords[s]; ok {
+		return w
+	}
+	return s
 }
 
 const mgmtPhaseDraining = "draining"
@@ -513,7 +546,7 @@ func (m *tuiModel) listView(width, height int) string {
 		if m.view != nil && m.view.id == t.ID {
 			mark = "▸ "
 		}
-		status := t.Status
+		status := statusWords(t.Status)
 		text := mark + name
 		room := width - lipgloss.Width(status) - 1
 		text = ansi.Truncate(text, max(room, 1), "…")
