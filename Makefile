@@ -6,7 +6,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X github.com/deepcode-dev/deepcode/shared/buildinfo.Version=$(VERSION)
 SERVICES := deepcode-manager deepcode-gateway deepcode-supervisor deepcode-agentd deepcode-termhost deepcode-scheduler
 
-.PHONY: all build install uninstall test fmt-check vet staticcheck unit bench fuzz cross clean web web-shots package chaos
+.PHONY: all build install uninstall test prepare fmt-check vet staticcheck unit bench fuzz cross clean web web-shots package chaos
 
 all: build
 
@@ -39,8 +39,18 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/deepcode
 	rm -rf $(DESTDIR)$(PREFIX)/libexec/deepcode
 
-## test: formatting, vet, staticcheck, and every test (unit and end-to-end) with the race detector
-test: fmt-check vet staticcheck unit
+## test: formatting, vet, staticcheck, and every test (unit and end-to-end) with
+## the race detector. It first prepares what the test groups need
+## (.ci/prepare-tests: the web client's npm packages, the pinned agent CLIs)
+## and ends with the list of groups it had to skip, each with the command
+## that enables it.
+AGENT_BIN_DIR ?= $(or $(DEEPCODE_CI_NPM_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/deepcode-ci/npm)/node_modules/.bin
+export DEEPCODE_TEST_AGENT_BIN_DIR ?= $(AGENT_BIN_DIR)
+test: prepare fmt-check vet staticcheck unit
+	@if [ -s .test-skipped ]; then echo "make test: passed; these groups were skipped:"; cat .test-skipped; else echo "make test: passed; nothing was skipped"; fi
+
+prepare:
+	@.ci/prepare-tests
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
