@@ -271,6 +271,13 @@ func run(spec Spec, layout *paths.Layout, cfg *config.Config, log *slog.Logger, 
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(signals)
 
+	// Before Setup: what Setup starts (agentd's engine) reports activity
+	// through ActivityChanged, which reads the idle timer.
+	if spec.IdleTimeout != nil && idleExit {
+		if d := spec.IdleTimeout(cfg); d > 0 {
+			svc.idle = newIdleTimer(d, func() { svc.requestStop("idle") })
+		}
+	}
 	if spec.Setup != nil {
 		if err := spec.Setup(ctx, svc); err != nil {
 			log.Error("setup failed", "err", err)
@@ -280,11 +287,6 @@ func run(spec Spec, layout *paths.Layout, cfg *config.Config, log *slog.Logger, 
 				return ExitConfig
 			}
 			return ExitFailure
-		}
-	}
-	if spec.IdleTimeout != nil && idleExit {
-		if d := spec.IdleTimeout(cfg); d > 0 {
-			svc.idle = newIdleTimer(d, func() { svc.requestStop("idle") })
 		}
 	}
 	// The link exists before the first connection is accepted: an

@@ -600,7 +600,19 @@ func (s *suite) scanLog(n int) {
 		line, err := r.ReadString('\n')
 		s.logOffset += int64(len(line))
 		if crashMarks.MatchString(line) {
-			s.violate(n, invNoCrashMarks, "service.log: %s", strings.TrimSpace(line))
+			// The report that follows (a race's two stacks, a panic's
+			// goroutine) is the evidence: the run's folder is removed.
+			report := []string{strings.TrimSpace(line)}
+			for len(report) < 60 && err == nil {
+				var next string
+				next, err = r.ReadString('\n')
+				s.logOffset += int64(len(next))
+				report = append(report, strings.TrimRight(next, "\n"))
+				if strings.HasPrefix(next, "==================") {
+					break
+				}
+			}
+			s.violate(n, invNoCrashMarks, "service.log: %s", strings.Join(report, "\n"))
 		}
 		if err != nil {
 			return
