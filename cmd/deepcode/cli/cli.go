@@ -157,6 +157,7 @@ func (a *app) rootCommand() *cobra.Command {
 	a.tuiRoot(root)      // deepcode with no subcommand: the TUI on a terminal
 	a.versionFlags(root) // … or --version
 	suggestCommands(root)
+	a.completeProfileFlags(root)
 	return root
 }
 
