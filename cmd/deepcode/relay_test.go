@@ -287,3 +287,63 @@ func TestRelayFailures(t *testing.T) {
 		t.Fatalf("exit %d, want 0; stderr: %s", code, r.stderr.String())
 	}
 }
+
+// TestRelayAnswersEveryRequestBeforeEOF: a client that writes its requests
+// and closes stdin at once (printf '<initialize>\n<req>\n' | deepcode relay)
+// gets an answer to each of them, run after run. The relay used to settle
+// the last request before writing its answer, so EOF's drain could exit in
+// between and drop it (2 runs in 80). The last answer here is larger than a
+// pipe's buffer (the gateway echoes the unknown method's name) and every
+// other run reads stdout only after a pause, which widens that window: the
+// relay must stay until the whole answer is written.
+func TestRelayAnswersEveryRequestBeforeEOF(t *testing.T) {
+	t.Parallel()
+	env, _ := newExecEnv(t)
+	bigMethod := "thread/" + strings.Repeat("x", 300<<10)
+	input := relayInit + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"thread/list","params":{}}` + "\n" +
+		`{"jsonrpc":"2.0","id":"last","method":"` + bigMethod + `","params":{}}` + "\n"
+	want := map[string]string{"1": "", "2": "", `"last"`: "METHOD_NOT_FOUND"}
+	const runs = 50
+	for i := range runs {
+		ctx, cancel := context.WithTimeout(context.Background(), guard)
+		cmd := env.Command(ctx, "deepcode", "relay", "--no-start")
+		cmd.Stdin = strings.NewReader(input)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 1 {
+			time.Sleep(100 * time.Millisecond) // a slow reader
+		}
+		out, rerr := io.ReadAll(stdout)
+		err = cmd.Wait()
+		cancel()
+		if rerr != nil || err != nil {
+			t.Fatalf("run %d: %v %v; stderr: %s", i+1, rerr, err, stderr.String())
+		}
+		answered := map[string]bool{}
+		for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("run %d: not JSON (%d bytes): %.200q", i+1, len(line), line)
+			}
+			id := jsonID(m["id"])
+			code, ok := want[id]
+			if !ok || errCode(m) != code {
+				t.Fatalf("run %d: unexpected answer: %.300s", i+1, line)
+			}
+			answered[id] = true
+		}
+		for id := range want {
+			if !answered[id] {
+				t.Fatalf("run %d of %d: no answer to request %s before the relay exited; stdout: %.300s", i+1, runs, id, out)
+			}
+		}
+	}
+}

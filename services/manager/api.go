@@ -146,7 +146,10 @@ func (m *Manager) status() mgmt.Status {
 		Version:         buildinfo.Version,
 		ProtocolVersion: buildinfo.ProtocolVersion,
 		Activation:      m.instance.Activation,
-		StartedAt:       m.instance.StartedAt,
+	}
+	if !m.instance.StartedAt.IsZero() {
+		started := m.instance.StartedAt
+		st.StartedAt = &started
 	}
 	if m.svc.Context().Err() != nil {
 		st.Phase = PhaseStopping

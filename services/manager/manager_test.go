@@ -243,7 +243,7 @@ func testStatusFields(t *testing.T, in *clienttest.Instance, tr clienttest.Trans
 		t.Errorf("not ready")
 	case st.ProtocolVersion != buildinfo.ProtocolVersion || st.Version == "":
 		t.Errorf("protocol %q version %q", st.ProtocolVersion, st.Version)
-	case st.StartedAt.IsZero():
+	case st.StartedAt == nil || st.StartedAt.IsZero():
 		t.Errorf("no startedAt")
 	}
 	for name, s := range st.Services {

@@ -131,7 +131,9 @@ type Status struct {
 	ProtocolVersion string                  `json:"protocolVersion"`
 	SchemaVersion   int                     `json:"schemaVersion"`
 	Activation      string                  `json:"activation"`
-	StartedAt       time.Time               `json:"startedAt"`
+	// StartedAt is when the instance started: null when none runs (the
+	// key stays, so the object has one shape either way).
+	StartedAt *time.Time `json:"startedAt"`
 }
 
 // StopParams are the parameters of stop. Timeout is in seconds; Drain

@@ -66,7 +66,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
@@ -83,9 +83,48 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	// cobra's own errors: unknown command or flag, bad arguments. A flag
 	// error can stop parsing before --json is reached: look for it.
+	// The help to see is that of the command the error is about (cobra
+	// returns it: the deepest command found, root for an unknown command).
 	a.jsonOut = a.jsonOut || wantsJSON(args)
-	a.printError(errs.New(errs.UsageError, "%v (see deepcode --help)", err))
+	if cmd == nil {
+		cmd = root
+	}
+	a.printError(errs.New(errs.UsageError, "%v (see %s --help)", err, cmd.CommandPath()))
 	return exitUsage
+}
+
+// suggestCommands makes every command that has subcommands refuse an
+// unknown one with cobra's suggestions ("did you mean"), where cobra.NoArgs
+// only says it is unknown.
+func suggestCommands(cmd *cobra.Command) {
+	if cmd.HasSubCommands() {
+		cmd.Args = unknownSubcommand
+		// cobra sets its default (2) only on its own path to a
+		// suggestion, which cobra.NoArgs-style validation never takes.
+		if cmd.SuggestionsMinimumDistance <= 0 {
+			cmd.SuggestionsMinimumDistance = 2
+		}
+	}
+	for _, c := range cmd.Commands() {
+		suggestCommands(c)
+	}
+}
+
+// unknownSubcommand is cobra.NoArgs for a command with subcommands: its
+// error names the closest subcommands (cobra's SuggestionsFor: prefixes,
+// and names within SuggestionsMinimumDistance).
+func unknownSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		for i := range s {
+			s[i] = strconv.Quote(s[i])
+		}
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return errors.New(msg)
 }
 
 // wantsJSON reports whether args ask for --json (before any "--").
@@ -117,6 +156,8 @@ func (a *app) rootCommand() *cobra.Command {
 	root.AddCommand(a.termCommand(), a.versionCommand())
 	a.tuiRoot(root)      // deepcode with no subcommand: the TUI on a terminal
 	a.versionFlags(root) // … or --version
+	suggestCommands(root)
+	a.completeProfileFlags(root)
 	return root
 }
 

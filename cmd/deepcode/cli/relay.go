@@ -63,8 +63,10 @@ CONNECTION_LOST (their outcome is unknown: read state before resending) and
 the relay exits 1; start it again to reconnect.
 
 EOF on stdin, the parent's exit, SIGINT or SIGTERM close only this client's
-connection (after the answers to requests already sent, for at most 30 s):
-turns go on in the service. The exit status is then 0.`,
+connection: turns go on in the service. At EOF every request read before it
+is answered first (printf '<initialize>\n<request>\n' | deepcode relay prints
+both answers), for at most 30 s; a request still unanswered then is answered
+with CONNECTION_LOST. The exit status is then 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := a.setup(cmd, nil); err != nil {
@@ -127,13 +129,35 @@ func (r *relayState) track(id *rpc.ID, method string) {
 	r.mu.Unlock()
 }
 
-// answered forgets a request and returns its method.
-func (r *relayState) answered(id *rpc.ID) (string, bool) {
+// deliver writes one message from the service to stdout. A response settles
+// its request only once it is written, and under r.mu: drain (EOF on stdin)
+// cannot let the relay exit between the two, and failPending cannot answer
+// a request the service has answered. The answer to initialize must come
+// from the verified instance; if not, the error is written instead and
+// returned.
+func (r *relayState) deliver(b []byte) error {
+	m, derr := rpc.Decode(b)
+	if derr != nil || !m.IsResponse() || m.ID == nil {
+		if !r.write(b) {
+			return errs.New(errs.ConnectionLost, "stdout is closed")
+		}
+		return nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	req, ok := r.inflight[id.String()]
-	if ok {
-		delete(r.inflight, id.String())
+	req, tracked := r.inflight[m.ID.String()]
+	var bad error
+	if tracked && req.method == api.MethodInitialize && m.Error == nil {
+		bad = r.checkInstance(m)
+	}
+	ok := false
+	if bad != nil {
+		ok = r.writeMsg(rpc.NewError(m.ID, bad))
+	} else {
+		ok = r.write(b)
+	}
+	if tracked {
+		delete(r.inflight, m.ID.String())
 		if len(r.inflight) == 0 {
 			select {
 			case r.drained <- struct{}{}:
@@ -141,7 +165,13 @@ func (r *relayState) answered(id *rpc.ID) (string, bool) {
 			}
 		}
 	}
-	return req.method, ok
+	if bad != nil {
+		return bad
+	}
+	if !ok {
+		return errs.New(errs.ConnectionLost, "stdout is closed")
+	}
+	return nil
 }
 
 func (r *relayState) pending() int {
@@ -344,17 +374,8 @@ func (r *relayState) pump() error {
 		if err != nil {
 			return err
 		}
-		m, derr := rpc.Decode(b)
-		if derr == nil && m.IsResponse() && m.ID != nil {
-			if method, ok := r.answered(m.ID); ok && method == api.MethodInitialize && m.Error == nil {
-				if bad := r.checkInstance(m); bad != nil {
-					r.writeMsg(rpc.NewError(m.ID, bad))
-					return bad
-				}
-			}
-		}
-		if !r.write(b) {
-			return errs.New(errs.ConnectionLost, "stdout is closed")
+		if err := r.deliver(b); err != nil {
+			return err
 		}
 	}
 }
@@ -371,7 +392,9 @@ func (r *relayState) checkInstance(m *rpc.Message) error {
 	return nil
 }
 
-// drain waits (bounded) for the answers to requests already forwarded.
+// drain waits (bounded by relayDrainLimit) for the answers to requests
+// already forwarded; a request still unanswered then is answered with
+// CONNECTION_LOST, so every request read before EOF gets an answer.
 func (r *relayState) drain(gone <-chan error) error {
 	if r.pending() == 0 {
 		return nil
@@ -384,6 +407,7 @@ func (r *relayState) drain(gone <-chan error) error {
 		case err := <-gone:
 			return r.lost(err)
 		case <-t.C:
+			r.failPending(errs.New(errs.ConnectionLost, "the relay closed at the end of its input before the service answered within %s; the outcome of this request is unknown: read state before resending", relayDrainLimit))
 			return nil
 		}
 	}

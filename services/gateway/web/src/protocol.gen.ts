@@ -278,7 +278,7 @@ export interface MgmtStatus {
   schemaVersion: number;
   activation: string;
   /** format: date-time */
-  startedAt: string;
+  startedAt: string | null;
 }
 
 export interface MgmtStopParams {
