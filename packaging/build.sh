@@ -26,7 +26,8 @@ STAGE="$DIST/stage-$ARCH"
 # Debian and RPM versions must start with a digit; a "-" would split off a
 # release. A version that is no release tag becomes 0.0.0~git<describe>.
 v=${VERSION#v}
-if [[ ! $v =~ ^[0-9] ]]; then v="0.0.0~git$v"; fi
+# (A bare commit hash may start with a digit: a release has a dotted number.)
+if [[ ! $v =~ ^[0-9]+\.[0-9]+ ]]; then v="0.0.0~git$v"; fi
 PKG_VERSION=${v//-/.}
 # Dates in the manual pages and the changelog: the commit's, so a rebuild of
 # one commit gives the same files (cobra/doc reads SOURCE_DATE_EPOCH too).
