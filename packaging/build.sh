@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the deepcode .deb and .rpm into $DIST (default dist/) with nfpm:
-# stages the Linux binaries and the shell completions (generated from the
-# cobra command tree), composes the nfpm configuration and packs.
+# stages the Linux binaries, the shell completions and the manual pages
+# (both generated from the cobra command tree) and the Debian changelog,
+# composes the nfpm configuration and packs.
 #
 #   VERSION   version baked into the binaries (default: git describe)
 #   GOARCH    target architecture (default: go env GOARCH)
@@ -25,11 +26,16 @@ STAGE="$DIST/stage-$ARCH"
 # Debian and RPM versions must start with a digit; a "-" would split off a
 # release. A version that is no release tag becomes 0.0.0~git<describe>.
 v=${VERSION#v}
-if [[ ! $v =~ ^[0-9] ]]; then v="0.0.0~git$v"; fi
+# (A bare commit hash may start with a digit: a release has a dotted number.)
+if [[ ! $v =~ ^[0-9]+\.[0-9]+ ]]; then v="0.0.0~git$v"; fi
 PKG_VERSION=${v//-/.}
+# Dates in the manual pages and the changelog: the commit's, so a rebuild of
+# one commit gives the same files (cobra/doc reads SOURCE_DATE_EPOCH too).
+SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
+export SOURCE_DATE_EPOCH
 
 rm -rf "$STAGE"
-mkdir -p "$STAGE/bin" "$STAGE/libexec" "$STAGE/completions"
+mkdir -p "$STAGE/bin" "$STAGE/libexec" "$STAGE/completions" "$STAGE/man"
 ldflags="-s -w -X github.com/deepcode-dev/deepcode/shared/buildinfo.Version=$VERSION"
 build() { GOOS=linux GOARCH=$ARCH CGO_ENABLED=0 $GO build -trimpath -ldflags "$ldflags" "$@"; }
 build -o "$STAGE/bin/deepcode" ./cmd/deepcode
@@ -49,6 +55,24 @@ fi
 "$host_cli" completion fish >"$STAGE/completions/deepcode.fish"
 [ "$host_cli" = "$STAGE/bin/deepcode" ] || rm -f "$host_cli"
 
+# Manual pages: one per command, from the same tree (a host program).
+$GO run ./packaging/mangen -dir "$STAGE/man" -version "$VERSION"
+gzip -9n "$STAGE"/man/*.1
+
+# The Debian changelog of this version, a native package's (no Debian
+# revision: nfpm.yaml sets no release); lintian wants one. The changes
+# themselves are in the git history.
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+{
+  echo "deepcode ($PKG_VERSION) unstable; urgency=medium"
+  echo
+  echo "  * Built from $VERSION (commit $commit); the changes are in the"
+  echo "    project's git history."
+  echo
+  echo " -- deepcode maintainers <maintainers@deepcode.dev>  $(LC_ALL=C date -u -R -d "@$SOURCE_DATE_EPOCH")"
+} >"$STAGE/changelog"
+gzip -9n "$STAGE/changelog"
+
 config="$DIST/nfpm.yaml"
 # nfpm expands variables in arch and version only: the stage is put in here.
 sed "s|\${DEEPCODE_STAGE}|$STAGE|g" packaging/nfpm.yaml >"$config"
@@ -57,7 +81,6 @@ if compgen -G 'units/*.service' >/dev/null && compgen -G 'units/*.socket' >/dev/
 else
   echo "build.sh: units/ has no complete set of unit templates yet (.target, .socket, .service): packaging without them" >&2
 fi
-if [ -f LICENSE ]; then cat packaging/nfpm-license.yaml >>"$config"; fi
 
 export DEEPCODE_ARCH=$ARCH DEEPCODE_PKG_VERSION=$PKG_VERSION
 for f in $FORMATS; do

@@ -68,6 +68,11 @@ func TestDebPackage(t *testing.T) {
 		"/usr/share/zsh/vendor-completions/_deepcode",
 		"/usr/share/fish/vendor_completions.d/deepcode.fish",
 		"/usr/share/doc/deepcode/README.md",
+		"/usr/share/doc/deepcode/copyright",
+		"/usr/share/doc/deepcode/changelog.gz",
+		"/usr/share/lintian/overrides/deepcode",
+		"/usr/share/man/man1/deepcode.1.gz",
+		"/usr/share/man/man1/deepcode-service-start.1.gz",
 	} {
 		if !containsLine(listed, want) {
 			t.Errorf("the package does not install %s", want)

@@ -6,7 +6,7 @@ class Deepcode < Formula
   url "https://github.com/deepcode-dev/deepcode/archive/refs/tags/v0.1.0.tar.gz"
   # Fill in with `shasum -a 256` of the release tarball.
   sha256 "0000000000000000000000000000000000000000000000000000000000000000"
-  # The repository has no licence file yet; add `license "..."` when it does.
+  license "Apache-2.0"
   head "https://github.com/deepcode-dev/deepcode.git", branch: "main"
 
   depends_on "go" => :build

@@ -141,6 +141,15 @@ func wantsJSON(args []string) bool {
 	return false
 }
 
+// CommandTree returns the deepcode command tree, with cobra's completion
+// command as a run adds it, for tools that document the commands
+// (packaging/mangen writes the manual pages from it). Nothing is run.
+func CommandTree() *cobra.Command {
+	root := (&app{stdout: io.Discard, stderr: io.Discard}).rootCommand()
+	root.InitDefaultCompletionCmd()
+	return root
+}
+
 func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "deepcode",
