@@ -20,21 +20,7 @@ import (
 // default profile, reasoning, a tool call and a Markdown answer.
 func TestBrowserNativeTurn(t *testing.T) {
 	t.Parallel()
-	browser := os.Getenv("DEEPCODE_CHROMIUM")
-	if browser == "" {
-		browser = "/usr/bin/chromium"
-	}
-	if _, err := os.Stat(browser); err != nil {
-		t.Skipf("skipping the browser test: no Chromium at %s (apt-get install chromium, or set DEEPCODE_CHROMIUM)", browser)
-	}
-	webDir := filepath.Join(testkit.ModuleRoot(), "services", "gateway", "web")
-	if _, err := os.Stat(filepath.Join(webDir, "node_modules", "playwright-core", "package.json")); err != nil {
-		t.Skip("skipping the browser test: services/gateway/web/node_modules/playwright-core is missing (run `make web`, which runs npm ci)")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("skipping the browser test: node is not installed")
-	}
+	browser, webDir, node := browserPeers(t)
 	model, err := fakemodel.Start()
 	if err != nil {
 		t.Fatal(err)

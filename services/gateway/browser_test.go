@@ -22,6 +22,28 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/testkit"
 )
 
+// browserPeers are what a browser test needs, or it skips saying how to
+// get them: Chromium, the web client's npm packages (playwright-core), node.
+func browserPeers(t *testing.T) (browser, webDir, node string) {
+	t.Helper()
+	browser = os.Getenv("DEEPCODE_CHROMIUM")
+	if browser == "" {
+		browser = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(browser); err != nil {
+		t.Skipf("skipping the browser test: no Chromium at %s (apt-get install chromium, or set DEEPCODE_CHROMIUM)", browser)
+	}
+	webDir = filepath.Join(testkit.ModuleRoot(), "services", "gateway", "web")
+	if _, err := os.Stat(filepath.Join(webDir, "node_modules", "playwright-core", "package.json")); err != nil {
+		t.Skip("skipping the browser test: services/gateway/web/node_modules/playwright-core is missing (run `make web`, which runs npm ci)")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("skipping the browser test: node is not installed")
+	}
+	return browser, webDir, node
+}
+
 // TestBrowserWebClient runs the packaged web client in headless Chromium
 // (web/test/e2e.mjs, playwright-core) against a real instance: the
 // `deepcode web` link, refused WebSockets, a thread and turns with the
@@ -31,21 +53,7 @@ import (
 // shows every event exactly once).
 func TestBrowserWebClient(t *testing.T) {
 	t.Parallel()
-	browser := os.Getenv("DEEPCODE_CHROMIUM")
-	if browser == "" {
-		browser = "/usr/bin/chromium"
-	}
-	if _, err := os.Stat(browser); err != nil {
-		t.Skipf("skipping the browser test: no Chromium at %s (apt-get install chromium, or set DEEPCODE_CHROMIUM)", browser)
-	}
-	webDir := filepath.Join(testkit.ModuleRoot(), "services", "gateway", "web")
-	if _, err := os.Stat(filepath.Join(webDir, "node_modules", "playwright-core", "package.json")); err != nil {
-		t.Skip("skipping the browser test: services/gateway/web/node_modules/playwright-core is missing (run `make web`, which runs npm ci)")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("skipping the browser test: node is not installed")
-	}
+	browser, webDir, node := browserPeers(t)
 
 	env := testkit.NewEnv(t, testkit.Binaries(t))
 	env.MustRun("service", "start", "--port", "0")
