@@ -37,7 +37,10 @@ idle thread, or steering for its running turn); ctrl+j inserts a newline;
 tab switches between the prompt and the thread list (up/down, enter to
 open, n for a new thread); esc interrupts the selected thread's running
 turn; y / n answer a pending approval when the prompt is empty; pgup/pgdown
-scroll; ctrl+c quits. Quitting detaches: turns go on in the service.
+scroll; ctrl+t opens the terminal pane, a shell in the selected thread's
+workspace that takes the window (ctrl+] returns here, the shell goes on;
+ctrl+t again continues where it was, nothing shown twice); ctrl+c quits.
+Quitting detaches: turns and terminals go on in the service.
 
 Commands: /new, /queue TEXT (queue a turn behind the running one),
 /steer TEXT, /interrupt, /approve, /deny, /reconnect, /quit.
