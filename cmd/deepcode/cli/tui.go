@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
@@ -105,6 +107,10 @@ func (a *app) runTUI(cmd *cobra.Command, o tuiOptions) error {
 	if os.Getenv("NO_COLOR") != "" {
 		lipgloss.SetColorProfile(termenv.Ascii)
 	}
+	// Told the background, lipgloss does not ask the terminal for it: a
+	// terminal that does not answer the query (many serial consoles, some
+	// multiplexers, a dumb pty) held the first frame for 5 s.
+	lipgloss.SetHasDarkBackground(darkBackground(os.Getenv("COLORFGBG")))
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	m := newTUIModel(ctx, a, o, ws)
@@ -120,4 +126,16 @@ func (a *app) runTUI(cmd *cobra.Command, o tuiOptions) error {
 	}
 	fmt.Fprintln(a.stderr, "deepcode: detached; turns go on in the service")
 	return nil
+}
+
+// darkBackground reads COLORFGBG ("fg;bg" or "fg;default;bg", set by rxvt,
+// konsole and others): the ANSI colours 0–6 and 8 are dark backgrounds.
+// Without it the background is taken as dark, the common default.
+func darkBackground(colorfgbg string) bool {
+	parts := strings.Split(colorfgbg, ";")
+	bg, err := strconv.Atoi(parts[len(parts)-1])
+	if err != nil || bg < 0 || bg > 15 {
+		return true
+	}
+	return bg <= 6 || bg == 8
 }
