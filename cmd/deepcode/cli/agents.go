@@ -33,6 +33,10 @@ type agentView struct {
 	Status   string     `json:"status"`
 	Response string     `json:"response,omitempty"`
 	Error    *errs.Wire `json:"error,omitempty"`
+	// ErrorCode and ErrorRetryable repeat error's code and retryable flat,
+	// as the agent record carries them (present exactly when error is).
+	ErrorCode      errs.Code `json:"errorCode,omitempty"`
+	ErrorRetryable *bool     `json:"errorRetryable,omitempty"`
 }
 
 type agentSummary struct {
@@ -166,7 +170,9 @@ func (a *app) agentsShowCommand() *cobra.Command {
 		Short: "Show a logical agent's status and its response or failure",
 		Long: `Show the agent ID (its exact id, thr_…): its status and the latest response,
 or the structured failure of its latest turn. With --json:
-{"id","status","response"?,"error"?:{"code","message","retryable"}}.`,
+{"id","status","response"?,"error"?:{"code","message","retryable"},
+"errorCode"?,"errorRetryable"?}; errorCode and errorRetryable repeat the
+error's code and retryable, present exactly when error is.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withBusiness(cmd, func(ctx context.Context, b *client.Business) error {
@@ -181,6 +187,7 @@ or the structured failure of its latest turn. With --json:
 				if v.Error != nil {
 					w := v.Error.err().ToWire()
 					out.Error = &w
+					out.ErrorCode, out.ErrorRetryable = w.Code, &w.Retryable
 				}
 				if a.jsonOut {
 					a.printJSON(out)
@@ -197,7 +204,7 @@ or the structured failure of its latest turn. With --json:
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&a.jsonOut, "json", false, `print {"id","status","response"?,"error"?}`)
+	cmd.Flags().BoolVar(&a.jsonOut, "json", false, `print {"id","status","response"?,"error"?,"errorCode"?,"errorRetryable"?}`)
 	return cmd
 }
 
