@@ -95,7 +95,11 @@ func (a *app) agentsRunCommand() *cobra.Command {
 		Long: `Start a new logical agent: a thread with the prompt as its first turn, run in
 the background. Prints the agent's id and status ({"id","status"} with
 --json); follow it with "deepcode agents show ID". "-" alone reads the prompt
-from stdin.`,
+from stdin.
+
+One agent at a time per workspace: while another agent has not finished in
+the folder, run (and continue of an agent of that folder) fails with
+WORKSPACE_CONFLICT, naming that agent; wait for it or use another folder.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if profile != "" && provider != "" {
