@@ -43,6 +43,8 @@ export interface AgentView {
   status: string;
   response?: string;
   error?: TurnError;
+  errorCode?: string;
+  errorRetryable?: boolean;
 }
 
 export interface Approval {
