@@ -143,36 +143,11 @@ func Rebuild(ctx context.Context, from, database string) (RebuildResult, error) 
 		_ = os.Remove(partial + suffix)
 	}
 	start := time.Now()
-	db, err := store.Open(ctx, partial)
-	if err != nil {
-		return res, err
-	}
 	threads, err := transcriptThreads(from)
 	if err != nil {
-		db.Close()
 		return res, errs.Wrap(err, errs.Internal, "listing %s", from)
 	}
-	for _, th := range threads {
-		recs, findings, err := readTranscript(transcriptPath(from, th), -1)
-		res.Findings = append(res.Findings, findings...)
-		if err != nil {
-			res.Findings = append(res.Findings, api.TranscriptFinding{ThreadID: th, Kind: "unreadable", Detail: err.Error()})
-			continue
-		}
-		n, err := rebuildThread(ctx, db.SQL(), recs)
-		if err != nil {
-			if ctx.Err() != nil {
-				db.Close()
-				return res, errs.Wrap(ctx.Err(), errs.DaemonTimeout, "the rebuild was cancelled")
-			}
-			res.Findings = append(res.Findings, api.TranscriptFinding{ThreadID: th, Kind: "notRebuilt", Detail: errs.From(err).Message})
-			continue
-		}
-		res.Threads++
-		res.Records += len(recs)
-		res.Events += n
-	}
-	if err := db.Close(); err != nil {
+	if err := buildProjection(ctx, partial, from, threads, &res); err != nil {
 		return res, err
 	}
 	if err := fsutil.SyncFile(partial); err != nil {
@@ -194,16 +169,148 @@ func Rebuild(ctx context.Context, from, database string) (RebuildResult, error) 
 	return res, nil
 }
 
-// rebuildThread projects one thread's records in one transaction and
-// returns how many events it wrote.
-func rebuildThread(ctx context.Context, db *sql.DB, recs []api.TranscriptRecord) (int, error) {
-	tx, err := db.BeginTx(ctx, nil)
+// buildProjection writes the projection of threads' transcripts into the
+// new file partial. The file is private to the rebuild until Rebuild renames
+// it, so it is loaded the way a bulk load of a fresh file can be: one
+// transaction on one connection, no fsync until the end (synchronous=OFF),
+// the rollback journal in memory (a crash leaves a partial file that the
+// next rebuild removes; the target is only replaced by a complete, checked,
+// fsynced file), statements prepared once for every thread, and the
+// non-unique secondary indexes built once after the load instead of row by
+// row. Each thread is a savepoint: one that fails is rolled back alone and
+// reported.
+func buildProjection(ctx context.Context, partial, from string, threads []string, res *RebuildResult) error {
+	db, err := store.Open(ctx, partial)
 	if err != nil {
-		return 0, err
+		return err
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			_ = db.Close()
+		}
+	}()
+	conn, err := db.SQL().Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := bulkLoad(ctx, conn); err != nil {
+		return err
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
 	}
 	defer tx.Rollback()
+	indexes, err := dropSecondaryIndexes(ctx, tx)
+	if err != nil {
+		return err
+	}
 	x := &stmtTx{tx: tx, stmts: map[string]*sql.Stmt{}}
 	defer x.close()
+	for _, th := range threads {
+		recs, findings, err := readTranscript(transcriptPath(from, th), -1)
+		res.Findings = append(res.Findings, findings...)
+		if err != nil {
+			res.Findings = append(res.Findings, api.TranscriptFinding{ThreadID: th, Kind: "unreadable", Detail: err.Error()})
+			continue
+		}
+		n, err := rebuildThread(ctx, x, recs)
+		if err != nil {
+			if ctx.Err() != nil {
+				return errs.Wrap(ctx.Err(), errs.DaemonTimeout, "the rebuild was cancelled")
+			}
+			res.Findings = append(res.Findings, api.TranscriptFinding{ThreadID: th, Kind: "notRebuilt", Detail: errs.From(err).Message})
+			continue
+		}
+		res.Threads++
+		res.Records += len(recs)
+		res.Events += n
+	}
+	for _, q := range indexes {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return errs.Wrap(err, errs.Internal, "creating an index of the rebuilt database")
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return errs.Wrap(err, errs.Internal, "committing the rebuilt database")
+	}
+	var check string
+	if err := conn.QueryRowContext(ctx, `PRAGMA quick_check`).Scan(&check); err != nil || check != "ok" {
+		return errs.New(errs.Internal, "the rebuilt database fails its check (%s %v)", check, err)
+	}
+	// Back to the journal the service opens it with (store.Open would
+	// switch it too; done here so the file is final when renamed).
+	_, _ = conn.ExecContext(ctx, `PRAGMA journal_mode = `+db.Journal())
+	if err := conn.Close(); err != nil {
+		return err
+	}
+	closed = true
+	return db.Close()
+}
+
+// bulkLoad sets conn up for loading a fresh file nobody else reads (see
+// buildProjection).
+func bulkLoad(ctx context.Context, conn *sql.Conn) error {
+	for _, q := range []string{
+		`PRAGMA journal_mode = MEMORY`,
+		`PRAGMA synchronous = OFF`,
+		`PRAGMA cache_size = -65536`,
+		`PRAGMA temp_store = MEMORY`,
+	} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return errs.Wrap(err, errs.Internal, "preparing the rebuilt database (%s)", q)
+		}
+	}
+	return nil
+}
+
+// dropSecondaryIndexes drops the projection's non-unique indexes and returns
+// the statements that create them again. Unique indexes stay: they are
+// rules a thread's records must keep (one input per key).
+func dropSecondaryIndexes(ctx context.Context, tx *sql.Tx) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL
+		AND sql NOT LIKE 'CREATE UNIQUE %' AND tbl_name IN ('threads', 'turns', 'items', 'events', 'approvals')`)
+	if err != nil {
+		return nil, err
+	}
+	var names, create []string
+	for rows.Next() {
+		var name, q string
+		if err := rows.Scan(&name, &q); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		names, create = append(names, name), append(create, q)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		if _, err := tx.ExecContext(ctx, `DROP INDEX "`+name+`"`); err != nil {
+			return nil, err
+		}
+	}
+	return create, nil
+}
+
+// rebuildThread projects one thread's records in a savepoint of x's
+// transaction and returns how many events it wrote; a thread that fails
+// leaves nothing behind.
+func rebuildThread(ctx context.Context, x *stmtTx, recs []api.TranscriptRecord) (n int, err error) {
+	if _, err := x.tx.ExecContext(ctx, `SAVEPOINT rebuild_thread`); err != nil {
+		return 0, err
+	}
+	defer func() {
+		if err != nil {
+			_, _ = x.tx.ExecContext(ctx, `ROLLBACK TO rebuild_thread`)
+		}
+		if _, rerr := x.tx.ExecContext(ctx, `RELEASE rebuild_thread`); err == nil && rerr != nil {
+			n, err = 0, rerr
+		}
+	}()
 	log := &eventLog{ctx: ctx, x: x, heads: map[string]int64{}}
 	p := &projector{ctx: ctx, x: x, id: identity, appendEvent: log.append}
 	for i, rec := range recs {
@@ -216,7 +323,7 @@ func rebuildThread(ctx context.Context, db *sql.DB, recs []api.TranscriptRecord)
 	}
 	// Turns the transcript leaves open stay as they are: the next agentd
 	// settles them by its recovery rules (nothing is run again).
-	return log.n, tx.Commit()
+	return log.n, nil
 }
 
 // copyTranscripts copies the named threads' transcripts from one folder
