@@ -172,12 +172,12 @@ func Rebuild(ctx context.Context, from, database string) (RebuildResult, error) 
 // buildProjection writes the projection of threads' transcripts into the
 // new file partial. The file is private to the rebuild until Rebuild renames
 // it, so it is loaded the way a bulk load of a fresh file can be: one
-// transaction on one connection, no fsync until the end (synchronous=OFF),
-// the rollback journal in memory (a crash leaves a partial file that the
-// next rebuild removes; the target is only replaced by a complete, checked,
-// fsynced file), statements prepared once for every thread, and the
-// non-unique secondary indexes built once after the load instead of row by
-// row. Each thread is a savepoint: one that fails is rolled back alone and
+// connection, no fsync until the end (synchronous=OFF), the rollback
+// journal in memory (a crash leaves a partial file that the next rebuild
+// removes; the target is only replaced by a complete, checked, fsynced
+// file), statements prepared once for every thread, and the non-unique
+// secondary indexes built once after the load instead of row by row. Each
+// thread is a transaction: one that fails is rolled back alone and
 // reported.
 func buildProjection(ctx context.Context, partial, from string, threads []string, res *RebuildResult) error {
 	db, err := store.Open(ctx, partial)
@@ -198,16 +198,13 @@ func buildProjection(ctx context.Context, partial, from string, threads []string
 	if err := bulkLoad(ctx, conn); err != nil {
 		return err
 	}
-	tx, err := conn.BeginTx(ctx, nil)
+	indexes, err := dropSecondaryIndexes(ctx, conn)
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback()
-	indexes, err := dropSecondaryIndexes(ctx, tx)
-	if err != nil {
-		return err
-	}
-	x := &stmtTx{tx: tx, stmts: map[string]*sql.Stmt{}}
+	// Statements are prepared on the connection, so they outlive each
+	// thread's transaction.
+	x := &stmtTx{tx: conn, stmts: map[string]*sql.Stmt{}}
 	defer x.close()
 	for _, th := range threads {
 		recs, findings, err := readTranscript(transcriptPath(from, th), -1)
@@ -228,13 +225,11 @@ func buildProjection(ctx context.Context, partial, from string, threads []string
 		res.Records += len(recs)
 		res.Events += n
 	}
+	x.close()
 	for _, q := range indexes {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
 			return errs.Wrap(err, errs.Internal, "creating an index of the rebuilt database")
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return errs.Wrap(err, errs.Internal, "committing the rebuilt database")
 	}
 	var check string
 	if err := conn.QueryRowContext(ctx, `PRAGMA quick_check`).Scan(&check); err != nil || check != "ok" {
@@ -269,7 +264,7 @@ func bulkLoad(ctx context.Context, conn *sql.Conn) error {
 // dropSecondaryIndexes drops the projection's non-unique indexes and returns
 // the statements that create them again. Unique indexes stay: they are
 // rules a thread's records must keep (one input per key).
-func dropSecondaryIndexes(ctx context.Context, tx *sql.Tx) ([]string, error) {
+func dropSecondaryIndexes(ctx context.Context, tx *sql.Conn) ([]string, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL
 		AND sql NOT LIKE 'CREATE UNIQUE %' AND tbl_name IN ('threads', 'turns', 'items', 'events', 'approvals')`)
 	if err != nil {
@@ -296,19 +291,19 @@ func dropSecondaryIndexes(ctx context.Context, tx *sql.Tx) ([]string, error) {
 	return create, nil
 }
 
-// rebuildThread projects one thread's records in a savepoint of x's
-// transaction and returns how many events it wrote; a thread that fails
-// leaves nothing behind.
+// rebuildThread projects one thread's records in one transaction on x's
+// connection and returns how many events it wrote; a thread that fails
+// leaves nothing behind. (A transaction per thread rather than a savepoint
+// in one: a savepoint makes SQLite keep a statement journal that every
+// statement's end truncates from its start, quadratic in the thread's
+// length; with synchronous=OFF a commit costs a few writes.)
 func rebuildThread(ctx context.Context, x *stmtTx, recs []api.TranscriptRecord) (n int, err error) {
-	if _, err := x.tx.ExecContext(ctx, `SAVEPOINT rebuild_thread`); err != nil {
+	if _, err := x.tx.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
 		return 0, err
 	}
 	defer func() {
 		if err != nil {
-			_, _ = x.tx.ExecContext(ctx, `ROLLBACK TO rebuild_thread`)
-		}
-		if _, rerr := x.tx.ExecContext(ctx, `RELEASE rebuild_thread`); err == nil && rerr != nil {
-			n, err = 0, rerr
+			_, _ = x.tx.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`)
 		}
 	}()
 	log := &eventLog{ctx: ctx, x: x, heads: map[string]int64{}}
@@ -323,6 +318,9 @@ func rebuildThread(ctx context.Context, x *stmtTx, recs []api.TranscriptRecord) 
 	}
 	// Turns the transcript leaves open stay as they are: the next agentd
 	// settles them by its recovery rules (nothing is run again).
+	if _, err := x.tx.ExecContext(ctx, `COMMIT`); err != nil {
+		return 0, err
+	}
 	return log.n, nil
 }
 
@@ -538,10 +536,14 @@ func storageErr(err error, path string) error {
 	return errs.Wrap(err, errs.Internal, "writing %s", path)
 }
 
-// stmtTx runs a transaction's statements prepared once each: a rebuild
+// stmtTx runs statements prepared once each on a connection: a rebuild
 // repeats a dozen statements thousands of times.
 type stmtTx struct {
-	tx    *sql.Tx
+	tx interface {
+		PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+		ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+		QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	}
 	stmts map[string]*sql.Stmt
 }
 
@@ -585,4 +587,5 @@ func (x *stmtTx) close() {
 	for _, s := range x.stmts {
 		_ = s.Close()
 	}
+	clear(x.stmts)
 }

@@ -128,16 +128,22 @@ func (p *projector) applyToThread(rec api.TranscriptRecord, at int64) error {
 		if submission != SubmitStart && submission != SubmitEnqueue {
 			submission = SubmitEnqueue
 		}
-		if err := p.exec(`INSERT INTO turns (id, thread_id, ordinal, status, submission, message_id, profile, model, reasoning, created_at)
-			VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)`,
-			turnID, p.threadID, p.ordinal, submission, t.MessageID, t.Profile, nullIfEmpty(t.Model), nullIfEmpty(t.Reasoning), at); err != nil {
+		if !validID("turn_", turnID) {
+			return errs.New(errs.NotFound, "no turn %q", turnID)
+		}
+		// RETURNING reads the turn back in the same statement: its event
+		// carries the row as stored.
+		turn, err := scanTurn(p.x.QueryRowContext(p.ctx, `INSERT INTO turns (id, thread_id, ordinal, status, submission, message_id, profile, model, reasoning, created_at)
+			VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?) RETURNING `+turnColumns,
+			turnID, p.threadID, p.ordinal, submission, t.MessageID, t.Profile, nullIfEmpty(t.Model), nullIfEmpty(t.Reasoning), at))
+		if err != nil {
 			return err
 		}
 		if err := p.exec(`UPDATE threads SET turn_count = ?, updated_at = ? WHERE id = ?`, p.ordinal, at, p.threadID); err != nil {
 			return err
 		}
 		p.open[turnID] = true
-		return p.turnEvent(EventTurnQueued, turnID)
+		return p.appendEvent(p.threadID, EventTurnQueued, api.TurnPayload{Turn: turn})
 	case api.RecordInput:
 		in := rec.Input
 		if in == nil || in.ItemID == "" || in.MessageID == "" {
@@ -157,7 +163,9 @@ func (p *projector) applyToThread(rec api.TranscriptRecord, at int64) error {
 			itemID, p.threadID, turnID, in.MessageID, nullIfEmpty(in.Fingerprint), state, expected, string(payload), at, at); err != nil {
 			return err
 		}
-		return p.itemEvent(itemID)
+		// A plain insert: the row is what was written.
+		return p.appendEvent(p.threadID, EventItemCompleted, api.ItemPayload{Item: Item{ID: itemID, ThreadID: p.threadID, TurnID: turnID,
+			Kind: KindUserMessage, Status: "completed", Payload: payload, CreatedAt: fromMS(at), UpdatedAt: fromMS(at)}})
 	case api.RecordTurnStarted:
 		if err := p.exec(`UPDATE turns SET status = 'running', started_at = ? WHERE id = ? AND thread_id = ?`, at, turnID, p.threadID); err != nil {
 			return err
@@ -177,11 +185,17 @@ func (p *projector) applyToThread(rec api.TranscriptRecord, at int64) error {
 			payload = json.RawMessage(`{}`)
 		}
 		itemID := p.id(it.ID)
-		if err := p.exec(`INSERT INTO items (id, thread_id, turn_id, kind, status, payload, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET status = excluded.status, payload = excluded.payload, updated_at = excluded.updated_at`,
-			itemID, p.threadID, turnID, it.Kind, status, string(payload), at, at); err != nil {
+		// An item written again keeps its thread, turn, kind and creation
+		// time: RETURNING gives the row as it now stands.
+		item := Item{ID: itemID, Status: status, Payload: payload, UpdatedAt: fromMS(at)}
+		var created int64
+		if err := p.x.QueryRowContext(p.ctx, `INSERT INTO items (id, thread_id, turn_id, kind, status, payload, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET status = excluded.status, payload = excluded.payload, updated_at = excluded.updated_at
+			RETURNING thread_id, turn_id, kind, created_at`,
+			itemID, p.threadID, turnID, it.Kind, status, string(payload), at, at).Scan(&item.ThreadID, &item.TurnID, &item.Kind, &created); err != nil {
 			return err
 		}
+		item.CreatedAt = fromMS(created)
 		if it.Kind == KindAgentMessage {
 			var m struct {
 				Text string `json:"text"`
@@ -192,7 +206,7 @@ func (p *projector) applyToThread(rec api.TranscriptRecord, at int64) error {
 				}
 			}
 		}
-		return p.itemEvent(itemID)
+		return p.appendEvent(p.threadID, EventItemCompleted, api.ItemPayload{Item: item})
 	case api.RecordApprovalRequest:
 		a := rec.Approval
 		if a == nil || a.ID == "" {
@@ -263,13 +277,20 @@ func (p *projector) endTurn(turnID, status string, te *TurnError, response strin
 			}
 		}
 	}
-	if err := p.exec(`UPDATE turns SET status = ?, error_code = ?, error_message = ?, error_retryable = ?, error_data = ?,
-		latest_response = COALESCE(NULLIF(?, ''), latest_response), finished_at = ? WHERE id = ? AND thread_id = ?`,
-		status, code, msg, retry, data, response, at, turnID, p.threadID); err != nil {
-		return err
+	if !validID("turn_", turnID) {
+		return errs.New(errs.NotFound, "no turn %q", turnID)
+	}
+	turn, err := scanTurn(p.x.QueryRowContext(p.ctx, `UPDATE turns SET status = ?, error_code = ?, error_message = ?, error_retryable = ?, error_data = ?,
+		latest_response = COALESCE(NULLIF(?, ''), latest_response), finished_at = ? WHERE id = ? AND thread_id = ? RETURNING `+turnColumns,
+		status, code, msg, retry, data, response, at, turnID, p.threadID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return errs.New(errs.NotFound, "no turn %q in thread %q", turnID, p.threadID)
+	}
+	if err != nil {
+		return dbErr(err)
 	}
 	typ := map[string]string{StatusCompleted: EventTurnCompleted, StatusFailed: EventTurnFailed, StatusInterrupted: EventTurnInterrupted}[status]
-	return p.turnEvent(typ, turnID)
+	return p.appendEvent(p.threadID, typ, api.TurnPayload{Turn: turn})
 }
 
 // closeOpen ends the turns the records left unfinished (an import: they
@@ -283,22 +304,6 @@ func (p *projector) closeOpen(at time.Time) error {
 	}
 	clear(p.open)
 	return nil
-}
-
-func (p *projector) turnEvent(typ, turnID string) error {
-	t, err := getTurn(p.ctx, p.x, p.threadID, turnID)
-	if err != nil {
-		return err
-	}
-	return p.appendEvent(p.threadID, typ, api.TurnPayload{Turn: t})
-}
-
-func (p *projector) itemEvent(itemID string) error {
-	it, err := scanItem(p.x.QueryRowContext(p.ctx, `SELECT `+itemColumns+` FROM items WHERE id = ?`, itemID))
-	if err != nil {
-		return err
-	}
-	return p.appendEvent(p.threadID, EventItemCompleted, api.ItemPayload{Item: it})
 }
 
 // eventLog appends events to a thread log outside the journal (a
