@@ -307,11 +307,14 @@ func rebuildThread(ctx context.Context, x *stmtTx, recs []api.TranscriptRecord) 
 		}
 	}()
 	log := &eventLog{ctx: ctx, x: x, heads: map[string]int64{}}
-	p := &projector{ctx: ctx, x: x, id: identity, appendEvent: log.append}
+	p := &projector{ctx: ctx, x: x, id: identity, appendEvent: log.append, deferred: true}
 	for i, rec := range recs {
 		if err := p.apply(rec); err != nil {
 			return 0, fmt.Errorf("%s: %w", describeRecord(i, rec), err)
 		}
+	}
+	if err := p.flush(); err != nil {
+		return 0, err
 	}
 	if err := log.flushHeads(); err != nil {
 		return 0, err

@@ -39,6 +39,14 @@ type projector struct {
 	// trusted records the workspace as trusted (an import with --trust).
 	trusted bool
 
+	// deferred leaves the writes nothing reads back while the records
+	// are applied to flush (a rebuild: the thread's turn count and update
+	// time, and each turn's latest response, written once instead of once
+	// per record); an import writes them as it goes.
+	deferred     bool
+	responses    map[string]string // turn → latest agent text not yet written
+	threadUpdate *int64            // the update time not yet written
+
 	threadID string
 	ordinal  int
 	records  int
@@ -139,7 +147,9 @@ func (p *projector) applyToThread(rec api.TranscriptRecord, at int64) error {
 		if err != nil {
 			return err
 		}
-		if err := p.exec(`UPDATE threads SET turn_count = ?, updated_at = ? WHERE id = ?`, p.ordinal, at, p.threadID); err != nil {
+		if p.deferred {
+			p.threadUpdate = &at
+		} else if err := p.exec(`UPDATE threads SET turn_count = ?, updated_at = ? WHERE id = ?`, p.ordinal, at, p.threadID); err != nil {
 			return err
 		}
 		p.open[turnID] = true
@@ -201,7 +211,12 @@ func (p *projector) applyToThread(rec api.TranscriptRecord, at int64) error {
 				Text string `json:"text"`
 			}
 			if json.Unmarshal(payload, &m) == nil && m.Text != "" {
-				if err := p.exec(`UPDATE turns SET latest_response = ? WHERE id = ?`, m.Text, turnID); err != nil {
+				if p.deferred {
+					if p.responses == nil {
+						p.responses = map[string]string{}
+					}
+					p.responses[turnID] = m.Text
+				} else if err := p.exec(`UPDATE turns SET latest_response = ? WHERE id = ?`, m.Text, turnID); err != nil {
 					return err
 				}
 			}
@@ -280,9 +295,12 @@ func (p *projector) endTurn(turnID, status string, te *TurnError, response strin
 	if !validID("turn_", turnID) {
 		return errs.New(errs.NotFound, "no turn %q", turnID)
 	}
+	// The response the turn ended with, else its latest agent message's.
+	pending := p.responses[turnID]
+	delete(p.responses, turnID)
 	turn, err := scanTurn(p.x.QueryRowContext(p.ctx, `UPDATE turns SET status = ?, error_code = ?, error_message = ?, error_retryable = ?, error_data = ?,
-		latest_response = COALESCE(NULLIF(?, ''), latest_response), finished_at = ? WHERE id = ? AND thread_id = ? RETURNING `+turnColumns,
-		status, code, msg, retry, data, response, at, turnID, p.threadID))
+		latest_response = COALESCE(NULLIF(?, ''), NULLIF(?, ''), latest_response), finished_at = ? WHERE id = ? AND thread_id = ? RETURNING `+turnColumns,
+		status, code, msg, retry, data, response, pending, at, turnID, p.threadID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return errs.New(errs.NotFound, "no turn %q in thread %q", turnID, p.threadID)
 	}
@@ -291,6 +309,23 @@ func (p *projector) endTurn(turnID, status string, te *TurnError, response strin
 	}
 	typ := map[string]string{StatusCompleted: EventTurnCompleted, StatusFailed: EventTurnFailed, StatusInterrupted: EventTurnInterrupted}[status]
 	return p.appendEvent(p.threadID, typ, api.TurnPayload{Turn: turn})
+}
+
+// flush writes what deferred left unwritten.
+func (p *projector) flush() error {
+	for turnID, text := range p.responses {
+		if err := p.exec(`UPDATE turns SET latest_response = ? WHERE id = ?`, text, turnID); err != nil {
+			return err
+		}
+	}
+	clear(p.responses)
+	if p.threadUpdate != nil {
+		if err := p.exec(`UPDATE threads SET turn_count = ?, updated_at = ? WHERE id = ?`, p.ordinal, *p.threadUpdate, p.threadID); err != nil {
+			return err
+		}
+		p.threadUpdate = nil
+	}
+	return nil
 }
 
 // closeOpen ends the turns the records left unfinished (an import: they
