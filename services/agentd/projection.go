@@ -10,6 +10,7 @@ import (
 
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/store"
 )
 
 // The projection: the database's threads, turns, items, input receipts,
@@ -139,14 +140,14 @@ func (p *projector) applyToThread(rec api.TranscriptRecord, at int64) error {
 		if !validID("turn_", turnID) {
 			return errs.New(errs.NotFound, "no turn %q", turnID)
 		}
-		// RETURNING reads the turn back in the same statement: its event
-		// carries the row as stored.
-		turn, err := scanTurn(p.x.QueryRowContext(p.ctx, `INSERT INTO turns (id, thread_id, ordinal, status, submission, message_id, profile, model, reasoning, created_at)
-			VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?) RETURNING `+turnColumns,
-			turnID, p.threadID, p.ordinal, submission, t.MessageID, t.Profile, nullIfEmpty(t.Model), nullIfEmpty(t.Reasoning), at))
-		if err != nil {
+		if err := p.exec(`INSERT INTO turns (id, thread_id, ordinal, status, submission, message_id, profile, model, reasoning, created_at)
+			VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)`,
+			turnID, p.threadID, p.ordinal, submission, t.MessageID, t.Profile, nullIfEmpty(t.Model), nullIfEmpty(t.Reasoning), at); err != nil {
 			return err
 		}
+		// A new row: its event carries what was written (scanTurn's form).
+		turn := Turn{ID: turnID, ThreadID: p.threadID, Ordinal: p.ordinal, Status: StatusQueued, MessageID: t.MessageID, Profile: t.Profile,
+			Model: t.Model, Reasoning: t.Reasoning, CreatedAt: fromMS(at)}
 		if p.deferred {
 			p.threadUpdate = &at
 		} else if err := p.exec(`UPDATE threads SET turn_count = ?, updated_at = ? WHERE id = ?`, p.ordinal, at, p.threadID); err != nil {
@@ -195,17 +196,22 @@ func (p *projector) applyToThread(rec api.TranscriptRecord, at int64) error {
 			payload = json.RawMessage(`{}`)
 		}
 		itemID := p.id(it.ID)
-		// An item written again keeps its thread, turn, kind and creation
-		// time: RETURNING gives the row as it now stands.
-		item := Item{ID: itemID, Status: status, Payload: payload, UpdatedAt: fromMS(at)}
-		var created int64
-		if err := p.x.QueryRowContext(p.ctx, `INSERT INTO items (id, thread_id, turn_id, kind, status, payload, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET status = excluded.status, payload = excluded.payload, updated_at = excluded.updated_at
-			RETURNING thread_id, turn_id, kind, created_at`,
-			itemID, p.threadID, turnID, it.Kind, status, string(payload), at, at).Scan(&item.ThreadID, &item.TurnID, &item.Kind, &created); err != nil {
+		// A new item is inserted as it is; one written again keeps its
+		// thread, turn, kind and creation time, and RETURNING gives the row
+		// as it then stands. (A plain insert first: a RETURNING statement
+		// costs SQLite a temporary table, and items are new but rarely.)
+		item := Item{ID: itemID, ThreadID: p.threadID, TurnID: turnID, Kind: it.Kind, Status: status, Payload: payload, CreatedAt: fromMS(at), UpdatedAt: fromMS(at)}
+		err := p.exec(`INSERT INTO items (id, thread_id, turn_id, kind, status, payload, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			itemID, p.threadID, turnID, it.Kind, status, string(payload), at, at)
+		if store.IsPrimaryKeyConflict(err) {
+			var created int64
+			err = p.x.QueryRowContext(p.ctx, `UPDATE items SET status = ?, payload = ?, updated_at = ? WHERE id = ? RETURNING thread_id, turn_id, kind, created_at`,
+				status, string(payload), at, itemID).Scan(&item.ThreadID, &item.TurnID, &item.Kind, &created)
+			item.CreatedAt = fromMS(created)
+		}
+		if err != nil {
 			return err
 		}
-		item.CreatedAt = fromMS(created)
 		if it.Kind == KindAgentMessage {
 			var m struct {
 				Text string `json:"text"`
