@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -206,9 +207,33 @@ func buildProjection(ctx context.Context, partial, from string, threads []string
 	// thread's transaction.
 	x := &stmtTx{tx: conn, stmts: map[string]*sql.Stmt{}}
 	defer x.close()
-	for _, th := range threads {
-		recs, findings, err := readTranscript(transcriptPath(from, th), -1)
-		res.Findings = append(res.Findings, findings...)
+	// Transcripts are read and decoded a thread ahead, on a goroutine of
+	// their own: the JSON decoding overlaps the SQLite writes.
+	type transcript struct {
+		th       string
+		recs     []api.TranscriptRecord
+		findings []api.TranscriptFinding
+		err      error
+	}
+	readCtx, stopReading := context.WithCancel(ctx)
+	read := make(chan transcript, 2)
+	var reader sync.WaitGroup
+	reader.Go(func() {
+		defer close(read)
+		for _, th := range threads {
+			recs, findings, err := readTranscript(transcriptPath(from, th), -1)
+			select {
+			case read <- transcript{th, recs, findings, err}:
+			case <-readCtx.Done():
+				return
+			}
+		}
+	})
+	defer reader.Wait()
+	defer stopReading()
+	for t := range read {
+		th, recs, err := t.th, t.recs, t.err
+		res.Findings = append(res.Findings, t.findings...)
 		if err != nil {
 			res.Findings = append(res.Findings, api.TranscriptFinding{ThreadID: th, Kind: "unreadable", Detail: err.Error()})
 			continue
@@ -224,6 +249,10 @@ func buildProjection(ctx context.Context, partial, from string, threads []string
 		res.Threads++
 		res.Records += len(recs)
 		res.Events += n
+	}
+	if ctx.Err() != nil {
+		// The reader stopped early.
+		return errs.Wrap(ctx.Err(), errs.DaemonTimeout, "the rebuild was cancelled")
 	}
 	x.close()
 	for _, q := range indexes {
