@@ -7,14 +7,15 @@
 // serial console, a plain pty) paid 5 s, and a late answer could land in
 // the shell's input.
 //
-// termenv never asks when TERM is "dumb". main imports this package first:
-// its init sets TERM=dumb for the other packages' inits, and main calls
-// Restore before it does anything else. This relies on Go's
-// initialization order (among the packages whose imports are initialized,
-// the one with the smallest import path goes first): this package imports
-// only os, and its path sorts before github.com/muesli/termenv, which
-// lipgloss and bubbletea import. A test runs deepcode on a pty and fails
-// on any OSC 11 in its output.
+// termenv never asks when TERM is "dumb". Package cli imports this one: its
+// init sets TERM=dumb for the other packages' inits, and cli's own init,
+// which Go runs after bubbletea's (cli imports bubbletea), calls Restore.
+// That this init runs before bubbletea's relies on Go's initialization
+// order (among the packages whose imports are initialized, the one with
+// the smallest import path goes first): this package imports only os, and
+// its path sorts before github.com/muesli/termenv, which lipgloss and
+// bubbletea import. A test runs deepcode on a pty and fails on any OSC 11
+// in its output and draws in colour (TERM is the real one again).
 package noquery
 
 import "os"
@@ -27,8 +28,8 @@ func init() {
 	}
 }
 
-// Restore gives TERM back its value (the TUI, terminals and the services
-// that this process starts see the real one).
+// Restore gives TERM back its value (the TUI, the exec status line,
+// terminals and the services this process starts see the real one).
 func Restore() {
 	if termSet {
 		_ = os.Setenv("TERM", term)
