@@ -27,7 +27,6 @@ func screenLines(screen, want string) int {
 func TestTUITerminalPane(t *testing.T) {
 	t.Parallel()
 	env, ws := newExecEnv(t)
-	env.Extra = append(env.Extra, "SHELL=/bin/sh", "PS1=$ ")
 	tm := newTmux(t, env, 100, 30, filepath.Join(env.Bin, "deepcode")+" tui --trust --profile script --workspace "+ws+"; echo TUI-EXIT=$?; sleep 600")
 	tm.waitText("· connected ·")
 

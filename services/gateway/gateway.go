@@ -67,14 +67,21 @@ type Gateway struct {
 }
 
 // currentPhase is the phase a connection initializing now is told.
+// The gateway's own drain state is set by the manager's service/drain and
+// service/resume, which the manager's drain and resume wait for; its
+// service.phase notification comes after, asynchronously. Between the two,
+// the own state is the newer word on draining or running, so a client
+// that initializes right after `service resume` returned is told running.
 func (g *Gateway) currentPhase() string {
-	if p, _ := g.phase.Load().(string); p != "" {
-		return p
-	}
-	if g.svc.Draining() {
+	draining := g.svc.Draining()
+	p, _ := g.phase.Load().(string)
+	switch {
+	case p == mgmt.PhaseDraining && !draining, p == "" && !draining:
+		return mgmt.PhaseRunning
+	case p == mgmt.PhaseRunning && draining, p == "" && draining:
 		return mgmt.PhaseDraining
 	}
-	return mgmt.PhaseRunning
+	return p
 }
 
 func setup(_ context.Context, svc *service.Service) error {

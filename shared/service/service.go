@@ -272,7 +272,13 @@ func run(spec Spec, layout *paths.Layout, cfg *config.Config, log *slog.Logger, 
 	defer signal.Stop(signals)
 
 	// Before Setup: what Setup starts (agentd's engine) reports activity
-	// through ActivityChanged, which reads the idle timer.
+	// through ActivityChanged, which reads the idle timer and the link.
+	// The link also exists before the first connection is accepted: an
+	// on-demand service starts with one already pending, and its ConnState
+	// hook reports activity through the link. It is made for every
+	// service, as the manager says it is one in its Setup; the manager's
+	// is never run (a wake of it is a no-op).
+	svc.link = newLink(svc)
 	if spec.IdleTimeout != nil && idleExit {
 		if d := spec.IdleTimeout(cfg); d > 0 {
 			svc.idle = newIdleTimer(d, func() { svc.requestStop("idle") })
@@ -289,17 +295,11 @@ func run(spec Spec, layout *paths.Layout, cfg *config.Config, log *slog.Logger, 
 			return ExitFailure
 		}
 	}
-	// The link exists before the first connection is accepted: an
-	// on-demand service starts with one already pending, and its ConnState
-	// hook reports activity through the link.
-	if !svc.IsManager {
-		svc.link = newLink(svc)
-	}
 	serveErr := make(chan error, len(listeners))
 	for name, ln := range listeners {
 		svc.serve(name, ln, serveErr)
 	}
-	if svc.link != nil {
+	if !svc.IsManager {
 		svc.bgWG.Add(1)
 		go func() { defer svc.bgWG.Done(); svc.link.run(svc.linkCtx) }()
 	}

@@ -179,6 +179,10 @@ func (e *Env) Environ() []string {
 		paths.EnvRuntimeDir+"="+e.RuntimeDir,
 		"DEEPCODE_LIBEXEC="+e.Bin,
 		"PATH="+e.Bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		// Terminals run the login shell: a plain sh, not the user's with its
+		// rc files (a bashrc that waits on a lock held by a shell a test
+		// killed held terminal tests up for a minute). Extra overrides it.
+		"SHELL=/bin/sh",
 	)
 	if raceEnabled && os.Getenv("GORACE") == "" {
 		// A race-built binary sleeps a second at exit by default (so late
