@@ -385,6 +385,7 @@ export interface StoreVerifyResult {
   threads: number;
   records: number;
   disagreements: TranscriptFinding[] | null;
+  backfillPending?: number;
 }
 
 export interface TerminalCreateParams {
@@ -590,6 +591,7 @@ export interface TranscriptRecord {
   threadId: string;
   turnId?: string;
   internal?: boolean;
+  backfill?: boolean;
   thread?: TranscriptThread;
   input?: TranscriptInput;
   turn?: TranscriptTurn;

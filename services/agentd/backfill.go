@@ -1,0 +1,423 @@
+package agentd
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/deepcode-dev/deepcode/shared/api"
+	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/fsutil"
+)
+
+// Backfill: a thread older than transcripts (a database upgraded from a
+// schema without them) has none. agentd writes it once, from the
+// database, in the background after it becomes the runtime owner, so that
+// readiness does not wait for work proportional to the database.
+//
+// It runs through the journal, the transcripts' single writer:
+//   - the threads without a transcript are listed in a journal op before
+//     recovery's (whose turn ends must not open a file that lacks the
+//     thread's beginning);
+//   - while a thread waits for its backfill, the records of its changes
+//     are not written (transcribe drops them): the database holds them, and
+//     the backfill, which reads the database, will write them;
+//   - each backfill step is a journal op that reads a few threads in the
+//     write transaction (every committed change, and those of the batch's
+//     earlier ops) and, after the commit, writes each thread's file whole
+//     (a temporary file, fsynced, renamed), before the batch's records are
+//     appended. The records of the batch's later ops, which the read did
+//     not see, follow it. So each transcript is its thread's history as the
+//     database holds it, then the live records, each change once.
+//
+// A crash mid-backfill leaves at most a temporary file (never a *.jsonl, so
+// no torn transcript), removed at the next start, which backfills again the
+// threads still without one.
+
+// backfillBudget bounds the rows one backfill step reads (a thread is read
+// whole, so a step holds at least one thread): each step holds the writer
+// for about as long as a large batch does.
+const backfillBudget = 4096
+
+// backfillTempPrefix names the temporary file of a thread's backfill
+// (fsutil.WriteFileAtomic's: "." + name + ".tmp-…").
+const backfillTempPrefix = "."
+
+// backfilled is one thread's backfilled transcript, written after its
+// op's commit.
+type backfilled struct {
+	threadID string
+	recs     []api.TranscriptRecord
+}
+
+// listBackfill marks every thread of the database without a transcript as
+// waiting for its backfill, and removes the temporary files of a backfill
+// a crash interrupted. It runs in a journal op, before any other of this
+// owner's.
+func (w *txw) listBackfill() (int, error) {
+	t := w.j.transcripts
+	if t == nil {
+		return 0, nil
+	}
+	have := map[string]bool{}
+	entries, err := os.ReadDir(t.dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, errs.Wrap(err, errs.Internal, "reading the sessions folder %s", t.dir)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if th, ok := strings.CutSuffix(name, ".jsonl"); ok {
+			have[th] = true
+			continue
+		}
+		if strings.HasPrefix(name, backfillTempPrefix+"thr_") && strings.Contains(name, ".jsonl.tmp-") {
+			_ = os.Remove(filepath.Join(t.dir, name))
+		}
+	}
+	rows, err := w.Query(`SELECT id FROM threads ORDER BY created_at, id`)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	w.j.backfill = map[string]bool{}
+	w.j.backfillOrder = nil
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return 0, err
+		}
+		if !have[id] && validID("thr_", id) {
+			w.j.backfill[id] = true
+			w.j.backfillOrder = append(w.j.backfillOrder, id)
+		}
+	}
+	return len(w.j.backfillOrder), rows.Err()
+}
+
+// backfillStep reads the next threads waiting for a backfill (up to
+// backfillBudget rows, at least one thread) into w, whose commit writes
+// them; it returns how many still wait.
+func (w *txw) backfillStep(ctx context.Context) (int, error) {
+	j := w.j
+	rows := 0
+	for len(j.backfillOrder) > 0 && rows < backfillBudget {
+		th := j.backfillOrder[0]
+		if !j.backfill[th] {
+			j.backfillOrder = j.backfillOrder[1:]
+			continue
+		}
+		recs, n, err := threadRecords(ctx, w, th)
+		if errors.Is(err, sql.ErrNoRows) {
+			// Deleted meanwhile: nothing to write.
+			delete(j.backfill, th)
+			j.backfillOrder = j.backfillOrder[1:]
+			continue
+		}
+		if err != nil {
+			return len(j.backfillOrder), err
+		}
+		// From here on, the thread's records are written as they come:
+		// the batch's later ops' changes are not in recs.
+		delete(j.backfill, th)
+		j.backfillOrder = j.backfillOrder[1:]
+		w.backfills = append(w.backfills, backfilled{threadID: th, recs: recs})
+		rows += n
+	}
+	return len(j.backfillOrder), nil
+}
+
+// unbackfill puts threads whose backfill op or transaction failed back at
+// the head of the queue.
+func (j *journal) unbackfill(bs []backfilled) {
+	if len(bs) == 0 {
+		return
+	}
+	ids := make([]string, 0, len(bs))
+	for _, b := range bs {
+		if !j.backfill[b.threadID] {
+			j.backfill[b.threadID] = true
+			ids = append(ids, b.threadID)
+		}
+	}
+	j.backfillOrder = append(ids, j.backfillOrder...)
+}
+
+// writeBackfills writes a committed batch's backfilled transcripts, before
+// its records are appended, and returns the records minus those of threads
+// whose file could not be written (a full disk): such a thread waits again,
+// its records held back, but is not retried before the next start, so a
+// failing disk does not make the backfill spin; verify reports it
+// missingTranscript meanwhile.
+func (j *journal) writeBackfills(bs []backfilled, records []api.TranscriptRecord) []api.TranscriptRecord {
+	var failed map[string]bool
+	for _, b := range bs {
+		if err := j.transcripts.writeBackfill(b); err != nil {
+			j.log.Error("backfilling a transcript failed; the database keeps the records, the next start tries again", "thread", b.threadID, "err", err)
+			j.backfill[b.threadID] = true
+			if failed == nil {
+				failed = map[string]bool{}
+			}
+			failed[b.threadID] = true
+		}
+	}
+	if failed == nil {
+		return records
+	}
+	kept := records[:0]
+	for _, r := range records {
+		if !failed[r.ThreadID] {
+			kept = append(kept, r)
+		}
+	}
+	return kept
+}
+
+// writeBackfill writes a backfilled transcript whole: through a temporary
+// file, fsynced and renamed, so a crash leaves either no transcript or all
+// of it. It never replaces a transcript (none can appear meanwhile: the
+// journal, which writes them, holds back the thread's records).
+func (t *transcripts) writeBackfill(b backfilled) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := fsutil.EnsurePrivateDir(t.dir); err != nil {
+		return err
+	}
+	path := transcriptPath(t.dir, b.threadID)
+	if _, err := os.Lstat(path); err == nil {
+		return nil
+	}
+	var buf []byte
+	for i := range b.recs {
+		line, err := json.Marshal(&b.recs[i])
+		if err != nil {
+			return err
+		}
+		buf = append(append(buf, line...), '\n')
+	}
+	return fsutil.WriteFileAtomic(path, buf, 0o600)
+}
+
+// threadRecords is a thread's transcript as the database holds it, each
+// record marked backfilled, and how many rows it read. The records are the
+// ones a live thread gets, with the keys and fingerprints the database
+// holds (none made up): thread.created; per turn, in order, turn.queued and
+// its input, turn.started, its steers, completed items and approvals in
+// time order, turn.ended; thread.updated when archived.
+func threadRecords(ctx context.Context, q querier, threadID string) ([]api.TranscriptRecord, int, error) {
+	var ws, profile, title, kind string
+	var created int64
+	var archived sql.NullInt64
+	if err := q.QueryRowContext(ctx, `SELECT workspace, profile, title, kind, created_at, archived_at FROM threads WHERE id = ?`, threadID).
+		Scan(&ws, &profile, &title, &kind, &created, &archived); err != nil {
+		return nil, 0, err
+	}
+	rec := func(typ string, at int64, turnID string) api.TranscriptRecord {
+		return api.TranscriptRecord{V: api.TranscriptVersion, Type: typ, At: fromMS(at), ThreadID: threadID, TurnID: turnID, Backfill: true}
+	}
+	first := rec(api.RecordThreadCreated, created, "")
+	first.Thread = &api.TranscriptThread{Workspace: ws, Profile: profile, Title: title, Kind: kind}
+	out := []api.TranscriptRecord{first}
+	n := 1
+
+	type turnRow struct {
+		id, status, submission, messageID, profile, model, reasoning, response string
+		ordinal                                                                int
+		te                                                                     *TurnError
+		created                                                                int64
+		started, finished                                                      sql.NullInt64
+	}
+	var turns []turnRow
+	rows, err := q.QueryContext(ctx, `SELECT id, ordinal, status, submission, message_id, profile, COALESCE(model, ''), COALESCE(reasoning, ''),
+		error_code, error_message, error_retryable, error_data, COALESCE(latest_response, ''), created_at, started_at, finished_at
+		FROM turns WHERE thread_id = ? ORDER BY ordinal`, threadID)
+	if err != nil {
+		return nil, 0, err
+	}
+	for rows.Next() {
+		var t turnRow
+		var code, msg, data sql.NullString
+		var retry sql.NullInt64
+		if err := rows.Scan(&t.id, &t.ordinal, &t.status, &t.submission, &t.messageID, &t.profile, &t.model, &t.reasoning,
+			&code, &msg, &retry, &data, &t.response, &t.created, &t.started, &t.finished); err != nil {
+			rows.Close()
+			return nil, 0, err
+		}
+		if code.Valid {
+			t.te = &TurnError{Code: errs.Code(code.String), Message: msg.String, Retryable: retry.Int64 == 1}
+			if data.Valid {
+				_ = json.Unmarshal([]byte(data.String), &t.te.Data)
+			}
+		}
+		turns = append(turns, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+
+	// A turn's records other than its boundaries and its admission's
+	// input, each with the time it is sorted by.
+	type timed struct {
+		at  int64
+		rec api.TranscriptRecord
+	}
+	admission := map[string][]api.TranscriptRecord{}
+	body := map[string][]timed{}
+	rows, err = q.QueryContext(ctx, `SELECT id, turn_id, kind, status, COALESCE(message_id, ''), COALESCE(fingerprint, ''), COALESCE(expected_turn_id, ''),
+		payload, created_at, updated_at FROM items WHERE thread_id = ? ORDER BY created_at, rowid`, threadID)
+	if err != nil {
+		return nil, 0, err
+	}
+	for rows.Next() {
+		var id, turnID, kind, status, key, fp, expected string
+		var payload []byte
+		var at, updated int64
+		if err := rows.Scan(&id, &turnID, &kind, &status, &key, &fp, &expected, &payload, &at, &updated); err != nil {
+			rows.Close()
+			return nil, 0, err
+		}
+		n++
+		if kind == KindUserMessage {
+			if key == "" {
+				continue // an input without a key has no receipt to keep
+			}
+			var up UserPayload
+			_ = json.Unmarshal(payload, &up)
+			r := rec(api.RecordInput, at, turnID)
+			in := &api.TranscriptInput{ItemID: id, MessageID: key, Fingerprint: fp, Submission: up.Submission, Text: up.Text}
+			if up.Submission == SubmitSteer || expected != "" {
+				// As written live: a transcript proves persistence, not
+				// delivery.
+				in.Submission, in.ExpectedTurnID, in.DeliveryState = SubmitSteer, expected, DeliveryUnknown
+				if in.ExpectedTurnID == "" {
+					in.ExpectedTurnID = turnID
+				}
+				r.Input = in
+				body[turnID] = append(body[turnID], timed{at, r})
+				continue
+			}
+			if in.Submission == "" {
+				in.Submission = SubmitEnqueue
+			}
+			r.Input = in
+			admission[turnID] = append(admission[turnID], r)
+			continue
+		}
+		if status != "completed" && status != "failed" {
+			continue // only completed items are canonical
+		}
+		r := rec(api.RecordItem, updated, turnID)
+		r.Internal = internalItemKinds[kind]
+		r.Item = &api.TranscriptItem{ID: id, Kind: kind, Status: status, Payload: json.RawMessage(payload)}
+		body[turnID] = append(body[turnID], timed{updated, r})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	rows, err = q.QueryContext(ctx, `SELECT id, turn_id, status, kind, summary, details, COALESCE(decided_by, ''), created_at, decided_at
+		FROM approvals WHERE thread_id = ? ORDER BY created_at, id`, threadID)
+	if err != nil {
+		return nil, 0, err
+	}
+	for rows.Next() {
+		var id, turnID, status, kind, summary, by string
+		var details []byte
+		var at int64
+		var decided sql.NullInt64
+		if err := rows.Scan(&id, &turnID, &status, &kind, &summary, &details, &by, &at, &decided); err != nil {
+			rows.Close()
+			return nil, 0, err
+		}
+		n++
+		r := rec(api.RecordApprovalRequest, at, turnID)
+		r.Approval = &api.TranscriptApproval{ID: id, Kind: kind, Summary: summary, Details: json.RawMessage(details)}
+		body[turnID] = append(body[turnID], timed{at, r})
+		if status != "pending" {
+			d := at
+			if decided.Valid {
+				d = decided.Int64
+			}
+			r := rec(api.RecordApprovalResolved, d, "")
+			r.Approval = &api.TranscriptApproval{ID: id, Decision: status, DecidedBy: by}
+			body[turnID] = append(body[turnID], timed{d, r})
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+
+	for _, t := range turns {
+		n++
+		q := rec(api.RecordTurnQueued, t.created, t.id)
+		q.Turn = &api.TranscriptTurn{Ordinal: t.ordinal, Submission: t.submission, MessageID: t.messageID, Profile: t.profile, Model: t.model, Reasoning: t.reasoning}
+		out = append(out, q)
+		out = append(out, admission[t.id]...)
+		if t.started.Valid {
+			out = append(out, rec(api.RecordTurnStarted, t.started.Int64, t.id))
+		}
+		b := body[t.id]
+		sort.SliceStable(b, func(i, k int) bool { return b[i].at < b[k].at })
+		for _, x := range b {
+			out = append(out, x.rec)
+		}
+		switch t.status {
+		case StatusCompleted, StatusFailed, StatusInterrupted:
+			at := t.created
+			if t.finished.Valid {
+				at = t.finished.Int64
+			} else if t.started.Valid {
+				at = t.started.Int64
+			}
+			e := rec(api.RecordTurnEnded, at, t.id)
+			e.Turn = &api.TranscriptTurn{Status: t.status, Error: t.te, Response: t.response}
+			out = append(out, e)
+		}
+	}
+	if archived.Valid {
+		u := rec(api.RecordThreadUpdated, archived.Int64, "")
+		u.Thread = &api.TranscriptThread{Title: title, Archived: true}
+		out = append(out, u)
+	}
+	return out, n, nil
+}
+
+// backfillTranscripts writes, step by step, the transcripts of the threads
+// listed as waiting (see listBackfill), until none waits or ctx ends.
+func (a *Agentd) backfillTranscripts(ctx context.Context) {
+	defer a.bg.Done()
+	start := time.Now()
+	threads, records := 0, 0
+	for ctx.Err() == nil {
+		var left int
+		err := a.j.do(ctx, func(w *txw) error {
+			var err error
+			left, err = w.backfillStep(ctx)
+			for _, b := range w.backfills {
+				records += len(b.recs)
+			}
+			threads += len(w.backfills)
+			return err
+		})
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, errJournalClosed) {
+				a.svc.Log.Error("backfilling transcripts failed; the next start tries again", "err", err)
+			}
+			return
+		}
+		if left == 0 {
+			break
+		}
+	}
+	if threads > 0 {
+		a.svc.Log.Info("transcripts backfilled from the database", "threads", threads, "records", records, "seconds", time.Since(start).Seconds())
+	}
+}
