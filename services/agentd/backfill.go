@@ -31,11 +31,16 @@ import (
 //     the backfill, which reads the database, will write them;
 //   - each backfill step is a journal op that reads a few threads in the
 //     write transaction (every committed change, and those of the batch's
-//     earlier ops) and, after the commit, writes each thread's file whole
-//     (a temporary file, fsynced, renamed), before the batch's records are
-//     appended. The records of the batch's later ops, which the read did
-//     not see, follow it. So each transcript is its thread's history as the
-//     database holds it, then the live records, each change once.
+//     earlier ops); from then on the threads' records are kept but held
+//     back (holdBack), from the batch's later ops on;
+//   - the backfill's goroutine, not the writer, writes each thread's file
+//     whole (temporary files, made durable, renamed, the folder synced),
+//     then a journal op appends the records held back meanwhile and lets
+//     the threads' records through (releaseBackfill).
+//
+// So each transcript is its thread's history as the database held it,
+// then the live records, each change once, and the writer is held for the
+// reads only, never for the disk.
 //
 // A crash mid-backfill leaves at most a temporary file (never a *.jsonl, so
 // no torn transcript), removed at the next start, which backfills again the
@@ -43,11 +48,14 @@ import (
 
 // backfillBudget bounds the rows one backfill step reads (a thread is read
 // whole, so a step holds at least one thread): each step holds the writer
-// for about as long as a large batch does.
+// for about as long as a large batch does (tens of milliseconds).
 const backfillBudget = 4096
 
-// backfillTempPrefix names the temporary file of a thread's backfill
-// (fsutil.WriteFileAtomic's: "." + name + ".tmp-…").
+// backfillMaxThreads bounds the threads of one step.
+const backfillMaxThreads = 64
+
+// backfillTempPrefix begins the temporary file of a thread's backfill:
+// "." + "<thread>.jsonl.tmp-…", which no reader takes for a transcript.
 const backfillTempPrefix = "."
 
 // backfilled is one thread's backfilled transcript, written after its
@@ -106,14 +114,33 @@ func (w *txw) listBackfill() (int, error) {
 // them; it returns how many still wait.
 func (w *txw) backfillStep(ctx context.Context) (int, error) {
 	j := w.j
+	for len(j.backfillOrder) > 0 && !j.backfill[j.backfillOrder[0]] {
+		j.backfillOrder = j.backfillOrder[1:]
+	}
+	// The step's candidates' approvals in one scan (the table has no index
+	// by thread but for pending ones).
+	var candidates []string
+	for _, th := range j.backfillOrder {
+		if len(candidates) == backfillMaxThreads {
+			break
+		}
+		if j.backfill[th] {
+			candidates = append(candidates, th)
+		}
+	}
+	approvals, err := approvalRecords(ctx, w, candidates)
+	if err != nil {
+		return len(j.backfillOrder), err
+	}
 	rows := 0
-	for len(j.backfillOrder) > 0 && rows < backfillBudget {
+	for taken := 0; len(j.backfillOrder) > 0 && rows < backfillBudget && taken < len(candidates); {
 		th := j.backfillOrder[0]
 		if !j.backfill[th] {
 			j.backfillOrder = j.backfillOrder[1:]
 			continue
 		}
-		recs, n, err := threadRecords(ctx, w, th)
+		taken++
+		recs, n, err := threadRecords(ctx, w, th, approvals[th])
 		if errors.Is(err, sql.ErrNoRows) {
 			// Deleted meanwhile: nothing to write.
 			delete(j.backfill, th)
@@ -123,10 +150,15 @@ func (w *txw) backfillStep(ctx context.Context) (int, error) {
 		if err != nil {
 			return len(j.backfillOrder), err
 		}
-		// From here on, the thread's records are written as they come:
-		// the batch's later ops' changes are not in recs.
+		// From here on, the thread's records are kept (the batch's later
+		// ops' changes are not in recs), held back until its file is
+		// written.
 		delete(j.backfill, th)
 		j.backfillOrder = j.backfillOrder[1:]
+		if j.held == nil {
+			j.held = map[string][]api.TranscriptRecord{}
+		}
+		j.held[th] = nil
 		w.backfills = append(w.backfills, backfilled{threadID: th, recs: recs})
 		rows += n
 	}
@@ -141,6 +173,7 @@ func (j *journal) unbackfill(bs []backfilled) {
 	}
 	ids := make([]string, 0, len(bs))
 	for _, b := range bs {
+		delete(j.held, b.threadID)
 		if !j.backfill[b.threadID] {
 			j.backfill[b.threadID] = true
 			ids = append(ids, b.threadID)
@@ -149,59 +182,121 @@ func (j *journal) unbackfill(bs []backfilled) {
 	j.backfillOrder = append(ids, j.backfillOrder...)
 }
 
-// writeBackfills writes a committed batch's backfilled transcripts, before
-// its records are appended, and returns the records minus those of threads
-// whose file could not be written (a full disk): such a thread waits again,
-// its records held back, but is not retried before the next start, so a
-// failing disk does not make the backfill spin; verify reports it
-// missingTranscript meanwhile.
-func (j *journal) writeBackfills(bs []backfilled, records []api.TranscriptRecord) []api.TranscriptRecord {
-	var failed map[string]bool
-	for _, b := range bs {
-		if err := j.transcripts.writeBackfill(b); err != nil {
-			j.log.Error("backfilling a transcript failed; the database keeps the records, the next start tries again", "thread", b.threadID, "err", err)
-			j.backfill[b.threadID] = true
-			if failed == nil {
-				failed = map[string]bool{}
-			}
-			failed[b.threadID] = true
-		}
-	}
-	if failed == nil {
+// holdBack takes out of a committed batch's records those of threads whose
+// backfill is being written: they are appended after it (releaseBackfill).
+func (j *journal) holdBack(records []api.TranscriptRecord) []api.TranscriptRecord {
+	if len(j.held) == 0 {
 		return records
 	}
 	kept := records[:0]
 	for _, r := range records {
-		if !failed[r.ThreadID] {
-			kept = append(kept, r)
+		if held, ok := j.held[r.ThreadID]; ok {
+			j.held[r.ThreadID] = append(held, r)
+			continue
 		}
+		kept = append(kept, r)
 	}
 	return kept
 }
 
-// writeBackfill writes a backfilled transcript whole: through a temporary
-// file, fsynced and renamed, so a crash leaves either no transcript or all
-// of it. It never replaces a transcript (none can appear meanwhile: the
-// journal, which writes them, holds back the thread's records).
-func (t *transcripts) writeBackfill(b backfilled) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err := fsutil.EnsurePrivateDir(t.dir); err != nil {
-		return err
-	}
-	path := transcriptPath(t.dir, b.threadID)
-	if _, err := os.Lstat(path); err == nil {
-		return nil
-	}
-	var buf []byte
-	for i := range b.recs {
-		line, err := json.Marshal(&b.recs[i])
-		if err != nil {
-			return err
+// releaseBackfill follows the backfills written (failed[thread] == nil)
+// with the records held back for them, and from then on the threads'
+// records are appended as they commit. A thread whose file could not be
+// written (a full disk) waits again, its records dropped (the database
+// has them), but is not retried before the next start: a failing disk
+// must not make the backfill spin; verify reports it missingTranscript.
+func (w *txw) releaseBackfill(bs []backfilled, failed map[string]error) {
+	j := w.j
+	for _, b := range bs {
+		held, ok := j.held[b.threadID]
+		if !ok {
+			continue
 		}
-		buf = append(append(buf, line...), '\n')
+		delete(j.held, b.threadID)
+		if err := failed[b.threadID]; err != nil {
+			j.log.Error("backfilling a transcript failed; the database keeps the records, the next start tries again", "thread", b.threadID, "err", err)
+			j.backfill[b.threadID] = true
+			continue
+		}
+		// Committed in earlier batches: written now, before the records of
+		// this batch, which follow them after its commit.
+		j.transcripts.append(held)
 	}
-	return fsutil.WriteFileAtomic(path, buf, 0o600)
+}
+
+// writeBackfills writes backfilled transcripts, each whole: a temporary
+// file each, made durable (syncFiles: on Linux one syncfs for them all,
+// not an fsync per file), then renamed, then the folder synced; so a crash
+// leaves either no transcript or all of what was read. It runs on the
+// backfill's goroutine, not the writer's, and never replaces a transcript
+// (none can appear meanwhile: the journal holds back the thread's
+// records). It returns the error of each thread not written.
+func (t *transcripts) writeBackfills(bs []backfilled) map[string]error {
+	failed := map[string]error{}
+	if err := fsutil.EnsurePrivateDir(t.dir); err != nil {
+		for _, b := range bs {
+			failed[b.threadID] = err
+		}
+		return failed
+	}
+	type temp struct {
+		threadID string
+		f        *os.File
+	}
+	var temps []temp
+	var files []*os.File
+	for _, b := range bs {
+		path := transcriptPath(t.dir, b.threadID)
+		if _, err := os.Lstat(path); err == nil {
+			continue
+		}
+		var buf []byte
+		var err error
+		for i := range b.recs {
+			var line []byte
+			if line, err = json.Marshal(&b.recs[i]); err != nil {
+				break
+			}
+			buf = append(append(buf, line...), '\n')
+		}
+		var f *os.File
+		if err == nil {
+			f, err = os.CreateTemp(t.dir, backfillTempPrefix+b.threadID+".jsonl.tmp-*")
+		}
+		if err == nil {
+			if err = f.Chmod(0o600); err == nil {
+				_, err = f.Write(buf)
+			}
+			if err != nil {
+				_ = f.Close()
+				_ = os.Remove(f.Name())
+			}
+		}
+		if err != nil {
+			failed[b.threadID] = err
+			continue
+		}
+		temps = append(temps, temp{b.threadID, f})
+		files = append(files, f)
+	}
+	serr := syncFiles(files)
+	for _, tf := range temps {
+		err := tf.f.Close()
+		if err == nil {
+			err = serr
+		}
+		if err == nil {
+			err = os.Rename(tf.f.Name(), transcriptPath(t.dir, tf.threadID))
+		}
+		if err != nil {
+			_ = os.Remove(tf.f.Name())
+			failed[tf.threadID] = err
+		}
+	}
+	if len(temps) > 0 {
+		fsutil.SyncDir(t.dir)
+	}
+	return failed
 }
 
 // threadRecords is a thread's transcript as the database holds it, each
@@ -210,7 +305,7 @@ func (t *transcripts) writeBackfill(b backfilled) error {
 // holds (none made up): thread.created; per turn, in order, turn.queued and
 // its input, turn.started, its steers, completed items and approvals in
 // time order, turn.ended; thread.updated when archived.
-func threadRecords(ctx context.Context, q querier, threadID string) ([]api.TranscriptRecord, int, error) {
+func threadRecords(ctx context.Context, q querier, threadID string, approvals []timedRecord) ([]api.TranscriptRecord, int, error) {
 	var ws, profile, title, kind string
 	var created int64
 	var archived sql.NullInt64
@@ -264,14 +359,16 @@ func threadRecords(ctx context.Context, q querier, threadID string) ([]api.Trans
 
 	// A turn's records other than its boundaries and its admission's
 	// input, each with the time it is sorted by.
-	type timed struct {
-		at  int64
-		rec api.TranscriptRecord
-	}
+	type timed = timedRecord
 	admission := map[string][]api.TranscriptRecord{}
 	body := map[string][]timed{}
+	for _, a := range approvals {
+		n++
+		body[a.rec.TurnID] = append(body[a.rec.TurnID], a)
+	}
+	// Through the turns: items are indexed by turn, not by thread.
 	rows, err = q.QueryContext(ctx, `SELECT id, turn_id, kind, status, COALESCE(message_id, ''), COALESCE(fingerprint, ''), COALESCE(expected_turn_id, ''),
-		payload, created_at, updated_at FROM items WHERE thread_id = ? ORDER BY created_at, rowid`, threadID)
+		payload, created_at, updated_at FROM items WHERE turn_id IN (SELECT id FROM turns WHERE thread_id = ?) ORDER BY created_at, rowid`, threadID)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -322,39 +419,6 @@ func threadRecords(ctx context.Context, q querier, threadID string) ([]api.Trans
 	if err := rows.Err(); err != nil {
 		return nil, 0, err
 	}
-	rows, err = q.QueryContext(ctx, `SELECT id, turn_id, status, kind, summary, details, COALESCE(decided_by, ''), created_at, decided_at
-		FROM approvals WHERE thread_id = ? ORDER BY created_at, id`, threadID)
-	if err != nil {
-		return nil, 0, err
-	}
-	for rows.Next() {
-		var id, turnID, status, kind, summary, by string
-		var details []byte
-		var at int64
-		var decided sql.NullInt64
-		if err := rows.Scan(&id, &turnID, &status, &kind, &summary, &details, &by, &at, &decided); err != nil {
-			rows.Close()
-			return nil, 0, err
-		}
-		n++
-		r := rec(api.RecordApprovalRequest, at, turnID)
-		r.Approval = &api.TranscriptApproval{ID: id, Kind: kind, Summary: summary, Details: json.RawMessage(details)}
-		body[turnID] = append(body[turnID], timed{at, r})
-		if status != "pending" {
-			d := at
-			if decided.Valid {
-				d = decided.Int64
-			}
-			r := rec(api.RecordApprovalResolved, d, "")
-			r.Approval = &api.TranscriptApproval{ID: id, Decision: status, DecidedBy: by}
-			body[turnID] = append(body[turnID], timed{d, r})
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, 0, err
-	}
-
 	for _, t := range turns {
 		n++
 		q := rec(api.RecordTurnQueued, t.created, t.id)
@@ -390,21 +454,70 @@ func threadRecords(ctx context.Context, q querier, threadID string) ([]api.Trans
 	return out, n, nil
 }
 
+// timedRecord is a record with the time it is sorted by in its turn.
+type timedRecord struct {
+	at  int64
+	rec api.TranscriptRecord
+}
+
+// approvalRecords are the approval records of threads, by thread: one
+// asked for each approval, and one decided for each no longer pending.
+// The resolution record carries the turn too, to be sorted into it (the
+// live record has none; the projection does not read it).
+func approvalRecords(ctx context.Context, q querier, threads []string) (map[string][]timedRecord, error) {
+	out := map[string][]timedRecord{}
+	if len(threads) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(threads))
+	for i, th := range threads {
+		args[i] = th
+	}
+	rows, err := q.QueryContext(ctx, `SELECT id, thread_id, turn_id, status, kind, summary, details, COALESCE(decided_by, ''), created_at, decided_at
+		FROM approvals WHERE thread_id IN (?`+strings.Repeat(", ?", len(threads)-1)+`) ORDER BY created_at, id`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, threadID, turnID, status, kind, summary, by string
+		var details []byte
+		var at int64
+		var decided sql.NullInt64
+		if err := rows.Scan(&id, &threadID, &turnID, &status, &kind, &summary, &details, &by, &at, &decided); err != nil {
+			return nil, err
+		}
+		r := api.TranscriptRecord{V: api.TranscriptVersion, Type: api.RecordApprovalRequest, At: fromMS(at), ThreadID: threadID, TurnID: turnID, Backfill: true,
+			Approval: &api.TranscriptApproval{ID: id, Kind: kind, Summary: summary, Details: json.RawMessage(details)}}
+		out[threadID] = append(out[threadID], timedRecord{at, r})
+		if status != "pending" {
+			d := at
+			if decided.Valid {
+				d = decided.Int64
+			}
+			r := api.TranscriptRecord{V: api.TranscriptVersion, Type: api.RecordApprovalResolved, At: fromMS(d), ThreadID: threadID, TurnID: turnID, Backfill: true,
+				Approval: &api.TranscriptApproval{ID: id, Decision: status, DecidedBy: by}}
+			out[threadID] = append(out[threadID], timedRecord{d, r})
+		}
+	}
+	return out, rows.Err()
+}
+
 // backfillTranscripts writes, step by step, the transcripts of the threads
-// listed as waiting (see listBackfill), until none waits or ctx ends.
+// listed as waiting (see listBackfill), until none waits or ctx ends. A
+// step reads in the journal (holding the writer for the reads only) and
+// writes the files here.
 func (a *Agentd) backfillTranscripts(ctx context.Context) {
 	defer a.bg.Done()
 	start := time.Now()
 	threads, records := 0, 0
 	for ctx.Err() == nil {
 		var left int
+		var bs []backfilled
 		err := a.j.do(ctx, func(w *txw) error {
 			var err error
 			left, err = w.backfillStep(ctx)
-			for _, b := range w.backfills {
-				records += len(b.recs)
-			}
-			threads += len(w.backfills)
+			bs = w.backfills
 			return err
 		})
 		if err != nil {
@@ -412,6 +525,18 @@ func (a *Agentd) backfillTranscripts(ctx context.Context) {
 				a.svc.Log.Error("backfilling transcripts failed; the next start tries again", "err", err)
 			}
 			return
+		}
+		failed := a.j.transcripts.writeBackfills(bs)
+		// Released even when stopping: the held records follow the files
+		// while the journal still runs.
+		if err := a.j.do(context.WithoutCancel(ctx), func(w *txw) error { w.releaseBackfill(bs, failed); return nil }); err != nil {
+			return
+		}
+		for _, b := range bs {
+			if failed[b.threadID] == nil {
+				threads++
+				records += len(b.recs)
+			}
 		}
 		if left == 0 {
 			break

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/store"
@@ -138,14 +141,16 @@ func TestTranscriptBackfillInterleaving(t *testing.T) {
 	if errs := r.batch(t, failing, r.itemOp("after a failed backfill")); errs[0] == nil || errs[1] != nil {
 		t.Fatalf("results %v", errs)
 	}
-	if !r.j.backfill[r.thread] || len(r.j.backfillOrder) != 1 {
-		t.Fatalf("the thread does not wait again: %v %v", r.j.backfill, r.j.backfillOrder)
+	if !r.j.backfill[r.thread] || len(r.j.backfillOrder) != 1 || len(r.j.held) != 0 {
+		t.Fatalf("the thread does not wait again: %v %v %v", r.j.backfill, r.j.backfillOrder, r.j.held)
 	}
+	var bs []backfilled
 	step := func(w *txw) error {
 		left, err := w.backfillStep(context.Background())
 		if err == nil && (left != 0 || len(w.backfills) != 1) {
 			t.Errorf("step: %d left, %d backfilled", left, len(w.backfills))
 		}
+		bs = w.backfills
 		return err
 	}
 	for _, err := range r.batch(t, r.itemOp("same batch, before"), step, r.itemOp("same batch, after")) {
@@ -153,12 +158,26 @@ func TestTranscriptBackfillInterleaving(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Committed while the file is written: held back for it.
+	if errs := r.batch(t, r.itemOp("while writing")); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if _, err := os.Stat(transcriptPath(r.dir, r.thread)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a transcript was started before its backfill was written: %v", err)
+	}
+	failed := r.j.transcripts.writeBackfills(bs)
+	if len(failed) != 0 {
+		t.Fatal(failed)
+	}
+	if err := r.j.do(context.Background(), func(w *txw) error { w.releaseBackfill(bs, failed); return nil }); err != nil {
+		t.Fatal(err)
+	}
 	if errs := r.batch(t, r.itemOp("later")); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	got := r.texts(t)
 	// The backfilled part is in creation order (all at 2000, then rowid).
-	want := []string{"input:old", "item:before", "item:after a failed backfill", "item:same batch, before", "item:same batch, after", "item:later"}
+	want := []string{"input:old", "item:before", "item:after a failed backfill", "item:same batch, before", "item:same batch, after", "item:while writing", "item:later"}
 	if len(got) != len(want) {
 		t.Fatalf("transcript %q, want %q", got, want)
 	}
@@ -169,7 +188,7 @@ func TestTranscriptBackfillInterleaving(t *testing.T) {
 	}
 	recs, _, _ := readTranscript(transcriptPath(r.dir, r.thread), -1)
 	for i, rec := range recs {
-		if live := i >= len(recs)-2; rec.Backfill == live {
+		if live := i >= len(recs)-3; rec.Backfill == live {
 			t.Errorf("record %d (%s): backfill %v", i, rec.Type, rec.Backfill)
 		}
 	}
@@ -182,5 +201,99 @@ func TestTranscriptBackfillInterleaving(t *testing.T) {
 		return err
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BenchmarkTranscriptBackfill: the backfill of a database of 2,000
+// threads older than transcripts (5 turns each: an input, an agent
+// message, a command), through the journal as agentd runs it. Reports the
+// records written per second and the longest step's read (how long a step
+// holds the writer).
+func BenchmarkTranscriptBackfill(b *testing.B) {
+	const threads, turns = 2000, 5
+	for b.Loop() {
+		b.StopTimer()
+		db, l, _ := benchDB(b)
+		tx, err := db.SQL().Begin()
+		if err != nil {
+			b.Fatal(err)
+		}
+		msg := `{"text":"` + strings.Repeat("a reply of a typical length ", 8) + `"}`
+		for i := range threads {
+			th := newID("thr_")
+			exec := func(q string, args ...any) {
+				if _, err := tx.Exec(q, args...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			exec(`INSERT INTO threads (id, workspace, profile, title, created_at, updated_at, turn_count) VALUES (?, '/w', 'script', 't', ?, ?, ?)`, th, i, i, turns)
+			for k := range turns {
+				turn := newID("turn_")
+				at := int64(i*100 + k*10)
+				key := fmt.Sprintf("k-%d-%d", i, k)
+				exec(`INSERT INTO turns (id, thread_id, ordinal, status, submission, message_id, profile, latest_response, created_at, started_at, finished_at)
+					VALUES (?, ?, ?, 'completed', 'enqueue', ?, 'script', 'done', ?, ?, ?)`, turn, th, k+1, key, at, at+1, at+5)
+				exec(`INSERT INTO items (id, thread_id, turn_id, kind, status, message_id, fingerprint, payload, created_at, updated_at)
+					VALUES (?, ?, ?, 'userMessage', 'completed', ?, 'v1:x', ?, ?, ?)`, newID("item_"), th, turn, key, `{"text":"do it","messageId":"`+key+`","submission":"enqueue"}`, at, at)
+				exec(`INSERT INTO items (id, thread_id, turn_id, kind, status, payload, created_at, updated_at) VALUES (?, ?, ?, 'agentMessage', 'completed', ?, ?, ?)`,
+					newID("item_"), th, turn, msg, at+2, at+2)
+				exec(`INSERT INTO items (id, thread_id, turn_id, kind, status, payload, created_at, updated_at) VALUES (?, ?, ?, 'commandExecution', 'completed', '{"command":"make","exitCode":0}', ?, ?)`,
+					newID("item_"), th, turn, at+3, at+4)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		j := newJournal(db, func() store.Lease { return l }, nil, nil, slog.New(slog.DiscardHandler))
+		dir := filepath.Join(b.TempDir(), "sessions")
+		j.transcripts = newTranscripts(dir, slog.New(slog.DiscardHandler))
+		go j.run()
+		b.StartTimer()
+		start := time.Now()
+		ctx := context.Background()
+		if err := j.do(ctx, func(w *txw) error { _, err := w.listBackfill(); return err }); err != nil {
+			b.Fatal(err)
+		}
+		records, steps := 0, 0
+		var longest time.Duration
+		for {
+			var left int
+			var bs []backfilled
+			t0 := time.Now()
+			if err := j.do(ctx, func(w *txw) error {
+				var err error
+				left, err = w.backfillStep(ctx)
+				bs = w.backfills
+				return err
+			}); err != nil {
+				b.Fatal(err)
+			}
+			longest = max(longest, time.Since(t0))
+			steps++
+			failed := j.transcripts.writeBackfills(bs)
+			if len(failed) != 0 {
+				b.Fatal(failed)
+			}
+			if err := j.do(ctx, func(w *txw) error { w.releaseBackfill(bs, failed); return nil }); err != nil {
+				b.Fatal(err)
+			}
+			for _, bf := range bs {
+				records += len(bf.recs)
+			}
+			if left == 0 {
+				break
+			}
+		}
+		d := time.Since(start)
+		b.StopTimer()
+		j.close()
+		if n, _ := transcriptThreads(dir); len(n) != threads+1 { // benchDB's thread too
+			b.Fatalf("%d transcripts, want %d", len(n), threads)
+		}
+		b.ReportMetric(float64(records)/d.Seconds(), "records/s")
+		b.ReportMetric(float64(threads)/d.Seconds(), "threads/s")
+		b.ReportMetric(float64(longest.Microseconds())/1000, "ms/longest-step")
+		b.ReportMetric(float64(steps), "steps")
+		b.StartTimer()
 	}
 }

@@ -47,11 +47,13 @@ type journal struct {
 	onStorage func(error)
 
 	heads map[string]int64 // last sequence per thread; writer goroutine only
-	// backfill holds the threads whose transcript waits to be written from
+	// backfill holds the threads whose transcript waits to be read from
 	// the database (backfill.go), backfillOrder the order they are taken
-	// in; writer goroutine only.
+	// in, held those read and being written, with the records committed
+	// since; writer goroutine only.
 	backfill      map[string]bool
 	backfillOrder []string
+	held          map[string][]api.TranscriptRecord
 	lingerFor     time.Duration // outputLinger; tests change it
 
 	stopOnce sync.Once
@@ -75,8 +77,8 @@ type txw struct {
 	records []api.TranscriptRecord
 	// quiet: the op's events add no transcript records of their own.
 	quiet bool
-	// backfills are the transcripts the op read from the database, written
-	// after the commit, before the batch's records.
+	// backfills are the transcripts the op read from the database, to be
+	// written once the batch commits.
 	backfills []backfilled
 	undo      map[string]int64 // thread → head before this op
 	// stmts are the prepared statements bound to tx, shared by the ops of
@@ -292,9 +294,9 @@ func (j *journal) apply(batch []*op) {
 	} else {
 		// Before the next batch, so that a transcript holds every
 		// committed change by the time another op runs (store/backup and
-		// store/verify take their snapshot in an op). A backfilled
-		// transcript first: the batch's records of its thread follow it.
-		records = j.writeBackfills(backfills, records)
+		// store/verify take their snapshot in an op). Those of a thread
+		// whose backfill is being written wait for it.
+		records = j.holdBack(records)
 		j.transcripts.append(records)
 		if len(published) > 0 && j.publish != nil {
 			j.publish(published)

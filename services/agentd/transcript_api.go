@@ -43,7 +43,7 @@ func (a *Agentd) snapshotBackfill(ctx context.Context) (*store.Snapshot, map[str
 	var sizes map[string]int64
 	var pending int
 	err := a.j.do(ctx, func(w *txw) error {
-		pending = len(w.j.backfill)
+		pending = len(w.j.backfill) + len(w.j.held)
 		s, err := a.db.BeginSnapshot(ctx)
 		if err != nil {
 			return err
@@ -52,6 +52,11 @@ func (a *Agentd) snapshotBackfill(ctx context.Context) (*store.Snapshot, map[str
 		if err != nil {
 			s.Close()
 			return errs.Wrap(err, errs.Internal, "reading the sessions folder")
+		}
+		// A backfill being written is not in the snapshot yet (its
+		// file may lack the records held back for it).
+		for th := range w.j.held {
+			delete(sz, th)
 		}
 		snap, sizes = s, sz
 		return nil
