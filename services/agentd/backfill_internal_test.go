@@ -214,6 +214,10 @@ func BenchmarkTranscriptBackfill(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		db, l, _ := benchDB(b)
+		var dbPath string
+		if err := db.SQL().QueryRow(`SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&dbPath); err != nil {
+			b.Fatal(err)
+		}
 		tx, err := db.SQL().Begin()
 		if err != nil {
 			b.Fatal(err)
@@ -287,9 +291,34 @@ func BenchmarkTranscriptBackfill(b *testing.B) {
 		d := time.Since(start)
 		b.StopTimer()
 		j.close()
+		j.transcripts.close()
 		if n, _ := transcriptThreads(dir); len(n) != threads+1 { // benchDB's thread too
 			b.Fatalf("%d transcripts, want %d", len(n), threads)
 		}
+		// A rebuild from the backfilled transcripts has the database's
+		// items and receipts.
+		b.Setenv("DEEPCODE_RUNTIME_DIR", b.TempDir())
+		rebuilt := filepath.Join(b.TempDir(), "rebuilt.sqlite3")
+		res, err := Rebuild(ctx, dir, rebuilt)
+		if err != nil || len(res.Findings) != 0 || res.Threads != threads+1 {
+			b.Fatalf("rebuild: %+v %v", res, err)
+		}
+		count := func(path string) (n int) {
+			x, err := store.Open(ctx, path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer x.Close()
+			if err := x.SQL().QueryRow(`SELECT count(*) FROM items i JOIN turns t ON t.id = i.turn_id AND t.thread_id = i.thread_id
+				WHERE i.message_id IS NULL OR i.fingerprint = 'v1:x'`).Scan(&n); err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+		if have, got := count(dbPath), count(rebuilt); have != got || got != threads*turns*3 {
+			b.Fatalf("items: %d in the database, %d rebuilt", have, got)
+		}
+		b.ReportMetric(res.EventsPerSec, "rebuild-events/s")
 		b.ReportMetric(float64(records)/d.Seconds(), "records/s")
 		b.ReportMetric(float64(threads)/d.Seconds(), "threads/s")
 		b.ReportMetric(float64(longest.Microseconds())/1000, "ms/longest-step")

@@ -149,6 +149,16 @@ func TestUpgradeBackfillsTranscripts(t *testing.T) {
 				threads = 2
 			}
 			sessions := env.Layout(dbPath).SessionsDir()
+			// What a crash in the middle of an earlier backfill leaves: a
+			// temporary file, half written, which no reader takes for a
+			// transcript and the next start removes.
+			if err := os.MkdirAll(sessions, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			stale := filepath.Join(sessions, "."+fixtureThread+".jsonl.tmp-123")
+			if err := os.WriteFile(stale, []byte(`{"v":1,"type":"thread.cre`), 0o600); err != nil {
+				t.Fatal(err)
+			}
 			env.MustRun("--database", dbPath, "service", "start", "--port", "0")
 			t.Cleanup(func() { env.Run("--database", dbPath, "service", "stop", "--drain=false") })
 			res, code := waitBackfilled(t, env, dbPath)
@@ -156,6 +166,9 @@ func TestUpgradeBackfillsTranscripts(t *testing.T) {
 				t.Fatalf("verify after the backfill: exit %d, %d threads, %+v", code, res.Threads, res.Disagreements)
 			}
 			env.MustRun("--database", dbPath, "service", "stop")
+			if _, err := os.Stat(stale); !os.IsNotExist(err) {
+				t.Fatalf("the temporary file of an interrupted backfill is still there: %v", err)
+			}
 			if v < 2 {
 				return
 			}
