@@ -110,8 +110,9 @@ func (w *txw) listBackfill() (int, error) {
 }
 
 // backfillStep reads the next threads waiting for a backfill (up to
-// backfillBudget rows, at least one thread) into w, whose commit writes
-// them; it returns how many still wait.
+// backfillMaxThreads, and backfillBudget rows but at least one thread)
+// into w.backfills, which the backfill's goroutine writes once the batch
+// commits; it returns how many still wait.
 func (w *txw) backfillStep(ctx context.Context) (int, error) {
 	j := w.j
 	for len(j.backfillOrder) > 0 && !j.backfill[j.backfillOrder[0]] {
