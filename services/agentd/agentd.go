@@ -170,6 +170,12 @@ func (a *Agentd) acquire(ctx context.Context) error {
 		return err
 	}
 	a.lease.Store(&l)
+	// Before recovery, whose turn ends must not start a transcript that
+	// lacks its thread's beginning.
+	var waiting int
+	if err := a.j.do(ctx, func(w *txw) (err error) { waiting, err = w.listBackfill(); return err }); err != nil {
+		return err
+	}
 	if err := a.recover(ctx); err != nil {
 		return err
 	}
@@ -178,6 +184,13 @@ func (a *Agentd) acquire(ctx context.Context) error {
 	a.e.start()
 	a.bg.Add(1)
 	go a.renew()
+	if waiting > 0 {
+		// In the background, a few threads per journal step: readiness
+		// does not wait for work proportional to the database.
+		a.svc.Log.Info("backfilling the transcripts of threads older than transcripts", "threads", waiting)
+		a.bg.Add(1)
+		go a.backfillTranscripts(a.svc.Context())
+	}
 	a.svc.SetReady()
 	a.svc.Log.Info("runtime owner", "token", l.Token)
 	return nil

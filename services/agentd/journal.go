@@ -46,8 +46,15 @@ type journal struct {
 	// write permission (STORAGE_FULL, STORAGE_READONLY); set before run.
 	onStorage func(error)
 
-	heads     map[string]int64 // last sequence per thread; writer goroutine only
-	lingerFor time.Duration    // outputLinger; tests change it
+	heads map[string]int64 // last sequence per thread; writer goroutine only
+	// backfill holds the threads whose transcript waits to be read from
+	// the database (backfill.go), backfillOrder the order they are taken
+	// in, held those read and being written, with the records committed
+	// since; writer goroutine only.
+	backfill      map[string]bool
+	backfillOrder []string
+	held          map[string][]api.TranscriptRecord
+	lingerFor     time.Duration // outputLinger; tests change it
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -70,7 +77,10 @@ type txw struct {
 	records []api.TranscriptRecord
 	// quiet: the op's events add no transcript records of their own.
 	quiet bool
-	undo  map[string]int64 // thread → head before this op
+	// backfills are the transcripts the op read from the database, to be
+	// written once the batch commits.
+	backfills []backfilled
+	undo      map[string]int64 // thread → head before this op
 	// stmts are the prepared statements bound to tx, shared by the ops of
 	// the transaction.
 	stmts map[string]*sql.Stmt
@@ -204,6 +214,7 @@ func (j *journal) apply(batch []*op) {
 	results := make([]error, len(batch))
 	var published []Event
 	var records []api.TranscriptRecord
+	var backfills []backfilled
 	touched := map[string]bool{}
 	// A batch of one op needs no savepoint: when the op fails, the whole
 	// transaction is rolled back instead. Besides two statements, that
@@ -215,6 +226,8 @@ func (j *journal) apply(batch []*op) {
 	err := j.db.Fenced(context.Background(), j.lease(), func(tx *sql.Tx) error {
 		published = published[:0]
 		records = records[:0]
+		j.unbackfill(backfills) // a retried transaction reads them again
+		backfills = backfills[:0]
 		clear(touched)
 		stmts := map[string]*sql.Stmt{}
 		for i, o := range batch {
@@ -229,6 +242,7 @@ func (j *journal) apply(batch []*op) {
 				for t, h := range w.undo {
 					j.heads[t] = h
 				}
+				j.unbackfill(w.backfills)
 				if single {
 					opFailed = true
 					return errOpFailed
@@ -251,6 +265,7 @@ func (j *journal) apply(batch []*op) {
 			}
 			published = append(published, w.events...)
 			records = append(records, w.records...)
+			backfills = append(backfills, w.backfills...)
 		}
 		w := &txw{tx: tx, j: j, stmts: stmts}
 		for t := range touched {
@@ -268,6 +283,7 @@ func (j *journal) apply(batch []*op) {
 	if err != nil {
 		// Nothing committed: sequence numbers handed out are void.
 		clear(j.heads)
+		j.unbackfill(backfills)
 		for i := range results {
 			results[i] = err
 		}
@@ -278,7 +294,9 @@ func (j *journal) apply(batch []*op) {
 	} else {
 		// Before the next batch, so that a transcript holds every
 		// committed change by the time another op runs (store/backup and
-		// store/verify take their snapshot in an op).
+		// store/verify take their snapshot in an op). Those of a thread
+		// whose backfill is being written wait for it.
+		records = j.holdBack(records)
 		j.transcripts.append(records)
 		if len(published) > 0 && j.publish != nil {
 			j.publish(published)
@@ -401,7 +419,9 @@ func (w *txw) Append(threadID, typ string, payload any) (Event, error) {
 // transcribe adds a record to the thread's canonical transcript, written
 // when the op's transaction commits.
 func (w *txw) transcribe(rec api.TranscriptRecord) {
-	if w.j.transcripts == nil {
+	if w.j.transcripts == nil || w.j.backfill[rec.ThreadID] {
+		// A thread waiting for its backfill: the database holds the
+		// change, and the backfill writes it.
 		return
 	}
 	rec.V = api.TranscriptVersion

@@ -29,12 +29,21 @@ func (a *Agentd) transcriptMethods(mux *rpc.Mux) {
 // the same instant: in a journal op, where every committed change's records
 // are appended and no later commit has happened.
 func (a *Agentd) snapshot(ctx context.Context) (*store.Snapshot, map[string]int64, error) {
+	snap, sizes, _, err := a.snapshotBackfill(ctx)
+	return snap, sizes, err
+}
+
+// snapshotBackfill is snapshot, with how many threads still wait for
+// their backfill at that instant.
+func (a *Agentd) snapshotBackfill(ctx context.Context) (*store.Snapshot, map[string]int64, int, error) {
 	if err := a.requireOwner(); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	var snap *store.Snapshot
 	var sizes map[string]int64
-	err := a.j.do(ctx, func(*txw) error {
+	var pending int
+	err := a.j.do(ctx, func(w *txw) error {
+		pending = len(w.j.backfill) + len(w.j.held)
 		s, err := a.db.BeginSnapshot(ctx)
 		if err != nil {
 			return err
@@ -44,6 +53,11 @@ func (a *Agentd) snapshot(ctx context.Context) (*store.Snapshot, map[string]int6
 			s.Close()
 			return errs.Wrap(err, errs.Internal, "reading the sessions folder")
 		}
+		// A backfill being written is not in the snapshot yet (its
+		// file may lack the records held back for it).
+		for th := range w.j.held {
+			delete(sz, th)
+		}
 		snap, sizes = s, sz
 		return nil
 	})
@@ -51,21 +65,23 @@ func (a *Agentd) snapshot(ctx context.Context) (*store.Snapshot, map[string]int6
 		if snap != nil {
 			snap.Close()
 		}
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
-	return snap, sizes, nil
+	return snap, sizes, pending, nil
 }
 
 func (a *Agentd) storeVerify(ctx context.Context, p api.StoreVerifyParams) (api.StoreVerifyResult, error) {
 	if p.ThreadID != "" && !validID("thr_", p.ThreadID) {
 		return api.StoreVerifyResult{}, errs.New(errs.NotFound, "no thread %q", p.ThreadID)
 	}
-	snap, sizes, err := a.snapshot(ctx)
+	snap, sizes, pending, err := a.snapshotBackfill(ctx)
 	if err != nil {
 		return api.StoreVerifyResult{}, err
 	}
 	defer snap.Close()
-	return verifyProjection(ctx, snap, a.j.transcripts.dir, sizes, p.ThreadID)
+	res, err := verifyProjection(ctx, snap, a.j.transcripts.dir, sizes, p.ThreadID)
+	res.BackfillPending = pending
+	return res, err
 }
 
 // projected is what the projection holds of one thread.

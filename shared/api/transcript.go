@@ -43,6 +43,11 @@ type TranscriptRecord struct {
 	// context-trimming note): reconciliation leaves it out of the
 	// comparison of conversation text.
 	Internal bool `json:"internal,omitempty"`
+	// Backfill marks a record written afterwards from the database (a
+	// thread older than transcripts), not as its change was committed: its
+	// time is the database's, and nothing absent from the database (a
+	// fingerprint, an intermediate item state) is made up.
+	Backfill bool `json:"backfill,omitempty"`
 
 	Thread   *TranscriptThread   `json:"thread,omitempty"`
 	Input    *TranscriptInput    `json:"input,omitempty"`
@@ -139,6 +144,10 @@ type StoreVerifyResult struct {
 	Threads       int                 `json:"threads"`
 	Records       int                 `json:"records"`
 	Disagreements []TranscriptFinding `json:"disagreements"`
+	// BackfillPending is how many threads older than transcripts still
+	// wait for agentd to write theirs from the database (each is reported
+	// missingTranscript until then).
+	BackfillPending int `json:"backfillPending,omitempty"`
 }
 
 // TranscriptFinding is one disagreement (or a torn line) found by

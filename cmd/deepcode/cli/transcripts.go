@@ -398,6 +398,9 @@ func (a *app) verifyCommand() *cobra.Command {
 					fmt.Fprintf(a.stdout, "%s\t%s\t%s\n", d.Kind, where, d.Detail)
 				}
 				fmt.Fprintf(a.stdout, "%d threads, %d records checked: %d disagreement(s)\n", res.Threads, res.Records, len(res.Disagreements))
+				if res.BackfillPending > 0 {
+					fmt.Fprintf(a.stdout, "%d thread(s) older than transcripts still wait for theirs, written from the database in the background: check again shortly\n", res.BackfillPending)
+				}
 			}
 			if len(res.Disagreements) > 0 {
 				return &exitError{code: exitDisagreements}

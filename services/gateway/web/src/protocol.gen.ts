@@ -422,6 +422,7 @@ export interface StoreVerifyResult {
   threads: number;
   records: number;
   disagreements: TranscriptFinding[] | null;
+  backfillPending?: number;
 }
 
 export interface TerminalCreateParams {
@@ -627,6 +628,7 @@ export interface TranscriptRecord {
   threadId: string;
   turnId?: string;
   internal?: boolean;
+  backfill?: boolean;
   thread?: TranscriptThread;
   input?: TranscriptInput;
   turn?: TranscriptTurn;
