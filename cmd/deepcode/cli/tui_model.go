@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/charmbracelet/bubbles/textarea"
 	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/client"
 	"github.com/deepcode-dev/deepcode/shared/errs"
@@ -97,6 +99,7 @@ type tuiModel struct {
 
 	width, height int
 	st            tuiStyles
+	md            *tuiMarkdown
 
 	// The connection: one at a time, numbered by gen; messages of an older
 	// one are stale.
@@ -135,7 +138,8 @@ func newTUIModel(ctx context.Context, a *app, o tuiOptions, ws string) *tuiModel
 	ta.FocusedStyle.CursorLine = ta.FocusedStyle.Text
 	ta.Focus()
 	m := &tuiModel{ctx: ctx, a: a, opts: o, ws: ws, prompt: ta, vp: viewport.New(80, 20),
-		connState: "connecting", st: newTUIStyles(), retryDelay: minReconnectDelay}
+		connState: "connecting", st: newTUIStyles(), retryDelay: minReconnectDelay,
+		md: newTUIMarkdown(markdownStyle(os.Getenv), lipgloss.ColorProfile())}
 	m.vp.KeyMap = viewport.KeyMap{} // keys go to the prompt; scrolling is pgup/pgdown
 	return m
 }

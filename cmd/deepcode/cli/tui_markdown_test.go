@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/charmbracelet/glamour/styles"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/deepcode-dev/deepcode/shared/client"
+	"github.com/muesli/termenv"
+)
+
+const tuiMarkdownSample = "# Plan\n\n- first **bold** step\n- second step\n\n```go\nfmt.Println(\"hi\")\n```\n"
+
+// mdView is a thread view holding a streamed agent message (split in the
+// middle of its lines) and a command's output that looks like Markdown.
+func mdView(t *testing.T) *threadView {
+	t.Helper()
+	v := newThreadView("thr_1", "")
+	seq := int64(0)
+	ev := func(typ string, payload any) {
+		raw, err := json.Marshal(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		v.apply(client.Event{ThreadID: "thr_1", Sequence: seq, Type: typ, Payload: raw}, tuiStyles{})
+	}
+	item := func(id, kind string, payload any) map[string]any {
+		raw, _ := json.Marshal(payload)
+		return map[string]any{"item": wireItem{ID: id, Kind: kind, Status: "completed", Payload: raw}}
+	}
+	ev(evItemStarted, item("msg_1", "agentMessage", map[string]any{}))
+	for _, chunk := range []string{tuiMarkdownSample[:9], tuiMarkdownSample[9:40], tuiMarkdownSample[40:]} {
+		ev(evItemDelta, map[string]any{"itemId": "msg_1", "delta": map[string]string{"text": chunk}})
+	}
+	ev(evItemCompleted, item("msg_1", "agentMessage", map[string]string{"text": tuiMarkdownSample}))
+	ev(evItemStarted, item("cmd_1", "commandExecution", map[string]any{"command": []string{"cat", "notes.md"}}))
+	ev(evItemDelta, map[string]any{"itemId": "cmd_1", "delta": map[string]string{"text": "# not a heading\n", "stream": "stdout"}})
+	ev(evItemCompleted, item("cmd_1", "commandExecution", map[string]any{"exitCode": 0}))
+	return v
+}
+
+// TestTUIMarkdownRendered: the agent's message is rendered as Markdown —
+// no heading marker, bullets, no ** or fence — and a command's output is
+// shown as it is; with NO_COLOR's style there is no escape sequence.
+func TestTUIMarkdownRendered(t *testing.T) {
+	for _, style := range []string{styles.DarkStyle, styles.NoTTYStyle} {
+		m := &tuiModel{st: newTUIStyles(), md: newTUIMarkdown(style, termenv.ANSI256), view: mdView(t)}
+		raw := m.content(60)
+		plain := ansi.Strip(raw)
+		for _, want := range []string{"• first", "• second step", `fmt.Println("hi")`, "$ cat notes.md", "# not a heading"} {
+			if !strings.Contains(plain, want) {
+				t.Errorf("%s: %q is not shown:\n%s", style, want, plain)
+			}
+		}
+		if strings.Contains(plain, "```") {
+			t.Errorf("%s: the code fence is shown:\n%s", style, plain)
+		}
+		for i, l := range strings.Split(plain, "\n") {
+			if w := ansi.StringWidth(l); w > 60 {
+				t.Errorf("%s: line %d is %d columns wide, over 60: %q", style, i, w, l)
+			}
+		}
+		switch style {
+		case styles.NoTTYStyle:
+			if raw != plain {
+				t.Errorf("notty: escape sequences in %q", raw)
+			}
+		default:
+			if strings.Contains(plain, "# Plan") || strings.Contains(plain, "**") || !strings.Contains(plain, "Plan") {
+				t.Errorf("%s: the heading or the bold text is not rendered:\n%s", style, plain)
+			}
+			if raw == plain {
+				t.Errorf("%s: no styling at all in %q", style, raw)
+			}
+		}
+	}
+}
+
+// TestTUIMarkdownCache: a redraw at the same width renders nothing again;
+// a new width renders each message once; a message that still streams is
+// not rendered until it ends.
+func TestTUIMarkdownCache(t *testing.T) {
+	m := &tuiModel{st: newTUIStyles(), md: newTUIMarkdown(styles.DarkStyle, termenv.ANSI256), view: mdView(t)}
+	m.view.writeMarkdown("a second message, long enough to be wrapped on a terminal of forty columns")
+	m.view.closeLine()
+	step := func(width, want int) string {
+		t.Helper()
+		out := m.content(width)
+		if m.md.renders != want {
+			t.Fatalf("after content(%d): %d renderings, want %d", width, m.md.renders, want)
+		}
+		return out
+	}
+	at80 := step(80, 2)
+	if again := step(80, 2); again != at80 {
+		t.Fatalf("the cached rendering differs")
+	}
+	at40 := step(40, 4)
+	if strings.Count(at40, "\n") <= strings.Count(at80, "\n") {
+		t.Fatalf("the rendering at 40 columns is not wrapped more than at 80:\n%s", ansi.Strip(at40))
+	}
+	step(40, 4)
+	// A message that streams is shown as text until it ends.
+	m.view.writeMarkdown("a **third** one, streaming")
+	if out := step(40, 4); !strings.Contains(out, "a **third** one, streaming") {
+		t.Fatalf("the streaming message is not shown as it is:\n%s", out)
+	}
+	m.view.writeMarkdown(" and growing")
+	if out := step(40, 4); !strings.Contains(ansi.Strip(out), "streaming and growing") {
+		t.Fatalf("the grown message is not shown:\n%s", ansi.Strip(out))
+	}
+	m.view.closeLine()
+	if out := ansi.Strip(step(40, 5)); strings.Contains(out, "**") || !strings.Contains(out, "third") {
+		t.Fatalf("the ended message is not rendered:\n%s", out)
+	}
+	step(40, 5)
+}
+
+func TestTUIMarkdownTrimPadding(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain   ": "plain",
+		"\x1b[1mbold\x1b[0m\x1b[38;5;252m \x1b[0m": "\x1b[1mbold\x1b[0m",
+		"\x1b[38;5;252m \x1b[0m":                   "",
+		"no padding":                               "no padding",
+		"a \x1b[1m b":                              "a \x1b[1m b",
+	} {
+		if got := trimPadding(in); got != want {
+			t.Errorf("trimPadding(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// BenchmarkTUIMarkdownStream: the cost of rendering a streamed message of
+// some 4 KiB again for each delta (what a redraw does while it streams).
+func BenchmarkTUIMarkdownStream(b *testing.B) {
+	src := strings.Repeat(tuiMarkdownSample+"Some **words** of a paragraph that goes on for a while, with `code` in it.\n\n", 24)
+	md := newTUIMarkdown(styles.DarkStyle, termenv.ANSI256)
+	b.SetBytes(int64(len(src)))
+	for b.Loop() {
+		md.render(src, 100)
+	}
+}
