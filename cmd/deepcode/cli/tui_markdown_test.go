@@ -143,3 +143,58 @@ func BenchmarkTUIMarkdownStream(b *testing.B) {
 		md.render(src, 100)
 	}
 }
+
+// TestTUIMarkdownStreaming: a message that streams is rendered block by
+// block as each ends, each block once; the block still being written is
+// shown as text — a code fence's blank line does not end it — and the
+// ended message is rendered whole.
+func TestTUIMarkdownStreaming(t *testing.T) {
+	v := newThreadView("thr_1", "")
+	m := &tuiModel{st: newTUIStyles(), md: newTUIMarkdown(styles.DarkStyle, termenv.ANSI256), view: v}
+	step := func(add string, renders int, want, not []string) {
+		t.Helper()
+		v.writeMarkdown(add)
+		for range 2 { // a redraw renders nothing again
+			out := ansi.Strip(m.content(60))
+			if m.md.renders != renders {
+				t.Fatalf("after %q: %d renderings, want %d", add, m.md.renders, renders)
+			}
+			for _, w := range want {
+				if !strings.Contains(out, w) {
+					t.Fatalf("after %q: %q is not shown:\n%s", add, w, out)
+				}
+			}
+			for _, n := range not {
+				if strings.Contains(out, n) {
+					t.Fatalf("after %q: %q is shown:\n%s", add, n, out)
+				}
+			}
+		}
+	}
+	step("# Title\n\nfirst para", 1, []string{"Title", "first para"}, []string{"# Title"})
+	step("graph\n\n- it", 2, []string{"Title", "first paragraph", "- it"}, []string{"# Title"})
+	step("em two\n\n```go\nx := 1\n\ny := 2\n", 3, []string{"• item two", "```go"}, []string{"- item"})
+	step("```\nafter\n", 3, []string{"```go", "after"}, nil)
+	v.closeLine()
+	step("", 4, []string{"• item two", "x := 1", "after"}, []string{"```", "# Title"})
+}
+
+func TestTUIMarkdownBlockEnd(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		want int
+	}{
+		{"para\n\nnext", 6},
+		{"para\n\n", -1},             // what follows is not known yet
+		{"\n\npara\n\nnext\n", 8},    // leading blank lines are not a block
+		{"- a\n\n  more of a\n", -1}, // a list item's second paragraph
+		{"- a\n\n  more\n\n- b\n", 13},
+		{"```\ncode\n\nstill code\n", -1},
+		{"~~~~\n~~~\n\nstill code\n~~~~\n\nafter", 27},
+		{"```\ncode\n```\n\nafter", 14},
+	} {
+		if got := blockEnd(c.text, 0); got != c.want {
+			t.Errorf("blockEnd(%q) = %d, want %d", c.text, got, c.want)
+		}
+	}
+}
