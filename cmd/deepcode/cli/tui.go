@@ -30,7 +30,9 @@ connection or /reconnect loses nothing and shows nothing twice. The status
 line shows the connection, the service's phase (running, draining) and the
 selected thread's state: idle, working (with a spinner and the time the turn
 has run), waiting for your approval, and how many turns are queued; --ids
-adds the instance's and the thread's ids.
+adds the instance's and the thread's ids. The agent's messages are rendered
+as Markdown, wrapped to the terminal's width; prompts and command output are
+shown as they are.
 
 Keys: enter sends the prompt (a new thread's first turn, a new turn of an
 idle thread, or steering for its running turn); ctrl+j inserts a newline;
@@ -45,7 +47,8 @@ Commands: /new, /queue TEXT (queue a turn behind the running one),
 --trust grants trust to the workspace of new threads (recorded once),
 --workspace selects it (default: the current directory), --profile their
 agent profile. stdin and stdout must be a terminal: scripts use
-"deepcode exec" or "deepcode relay". NO_COLOR turns colours off.`
+"deepcode exec" or "deepcode relay". NO_COLOR turns colours off; COLORFGBG
+with a light background (such as 0;15) selects the light Markdown style.`
 
 func tuiFlags(cmd *cobra.Command, o *tuiOptions) {
 	f := cmd.Flags()
