@@ -392,7 +392,10 @@ func TestTUIMarkdown(t *testing.T) {
 		tm.text(l)
 	}
 	tm.keys("Enter")
-	s := tm.waitFor("the rendered answer", func(s string) bool { return countLine(viewLines(s), "• first bold step") == 1 })
+	s := tm.waitFor("the rendered answer", func(s string) bool {
+		l := viewLines(s)
+		return countLine(l, "• first bold step") == 1 && countLine(l, "— turn completed") == 1
+	})
 	lines := viewLines(s)
 	for _, want := range []string{"› say # Plan", "say - first **bold** step", "Plan", "• second step", `fmt.Println("hi")`} {
 		if countLine(lines, want) != 1 {

@@ -74,11 +74,11 @@ func (md *tuiMarkdown) render(src string, width int) string {
 	}
 	// A code block's long lines are not wrapped by glamour: the viewport
 	// would cut them.
-	lines := strings.Split(ansi.Hardwrap(strings.Trim(out, "\n"), width, true), "\n")
+	lines := strings.Split(ansi.Hardwrap(out, width, true), "\n")
 	for i, l := range lines {
 		lines[i] = trimPadding(l)
 	}
-	return strings.Join(lines, "\n")
+	return strings.Trim(strings.Join(lines, "\n"), "\n")
 }
 
 // trimPadding removes the spaces glamour pads each line to the width with,

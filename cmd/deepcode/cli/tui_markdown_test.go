@@ -171,7 +171,7 @@ func TestTUIMarkdownStreaming(t *testing.T) {
 			}
 		}
 	}
-	step("# Title\n\nfirst para", 1, []string{"Title", "first para"}, []string{"# Title"})
+	step("# Title\n\nfirst para", 1, []string{"Title\n\nfirst para"}, []string{"# Title", "Title\n\n\n"})
 	step("graph\n\n- it", 2, []string{"Title", "first paragraph", "- it"}, []string{"# Title"})
 	step("em two\n\n```go\nx := 1\n\ny := 2\n", 3, []string{"• item two", "```go"}, []string{"- item"})
 	step("```\nafter\n", 3, []string{"```go", "after"}, nil)
