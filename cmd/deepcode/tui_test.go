@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +19,8 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/testkit"
 	"github.com/deepcode-dev/deepcode/shared/testkit/fakemodel"
 )
+
+var tmuxServers atomic.Int64
 
 // tmuxTerm is a real terminal: a private tmux server with one window.
 type tmuxTerm struct {
@@ -30,7 +33,9 @@ func newTmux(t *testing.T, env *testkit.Env, width, height int, command string) 
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux is not installed: the terminal UI test needs it (.ci/run installs it)")
 	}
-	tm := &tmuxTerm{t: t, sock: filepath.Join(env.RuntimeDir, "tmux.sock")}
+	// A socket of its own: a server that a test stopped may still be
+	// exiting when its next one starts.
+	tm := &tmuxTerm{t: t, sock: filepath.Join(env.RuntimeDir, fmt.Sprintf("tmux%d.sock", tmuxServers.Add(1)))}
 	cmd := exec.Command("tmux", "-S", tm.sock, "-f", "/dev/null", "new-session", "-d",
 		"-x", fmt.Sprint(width), "-y", fmt.Sprint(height), command)
 	cmd.Env = append(env.Environ(), "TERM=xterm-256color")
