@@ -5,7 +5,13 @@ package main
 import (
 	"os"
 
+	// First: its init runs before bubbletea's (see the package).
+	"github.com/deepcode-dev/deepcode/cmd/deepcode/internal/noquery"
+
 	"github.com/deepcode-dev/deepcode/cmd/deepcode/cli"
 )
 
-func main() { os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	noquery.Restore()
+	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
+}

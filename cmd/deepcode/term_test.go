@@ -30,9 +30,8 @@ type ptyClient struct {
 	read chan struct{} // the PTY reached its end
 }
 
-// startPTY runs deepcode args on a 100x30 PTY. The terminal's answers to
-// the colour query that bubbletea's init sends on a terminal (OSC 11 and a
-// cursor position report) are given, as a terminal emulator would.
+// startPTY runs deepcode args on a 100x30 PTY that, like a plain console,
+// answers no queries (TestNoTerminalQuery: deepcode sends none).
 func startPTY(t *testing.T, env *testkit.Env, args ...string) *ptyClient {
 	t.Helper()
 	c := &ptyClient{t: t, cmd: env.Command(context.Background(), "deepcode", args...), read: make(chan struct{})}
@@ -48,18 +47,12 @@ func startPTY(t *testing.T, env *testkit.Env, args ...string) *ptyClient {
 	go func() {
 		defer close(c.read)
 		defer f.Close()
-		answered := false
 		buf := make([]byte, 4096)
 		for {
 			n, err := f.Read(buf)
 			c.mu.Lock()
 			c.out.Write(buf[:n])
-			query := !answered && bytes.Contains(c.out.Bytes(), []byte("\x1b]11;?"))
 			c.mu.Unlock()
-			if query {
-				answered = true
-				_, _ = f.WriteString("\x1b]11;rgb:0000/0000/0000\x1b\\\x1b[1;1R")
-			}
 			if err != nil {
 				return
 			}

@@ -84,6 +84,9 @@ type Agentd struct {
 	// succeeds (see storageFault).
 	storageDown atomic.Bool
 
+	// agentStart is agentStartLock's semaphore.
+	agentStart chan struct{}
+
 	subsMu sync.Mutex
 	subs   map[*rpc.Peer]struct{}
 
@@ -102,10 +105,11 @@ func setup(ctx context.Context, svc *service.Service) error {
 	}
 	a := &Agentd{
 		svc: svc, db: db, wdb: wdb, cfg: svc.Config,
-		holder:   fmt.Sprintf("agentd pid %d %s", os.Getpid(), discovery.NewInstanceID()),
-		ownerCh:  make(chan struct{}),
-		subs:     map[*rpc.Peer]struct{}{},
-		leaseTTL: svc.Config.Agentd.LeaseTTL,
+		holder:     fmt.Sprintf("agentd pid %d %s", os.Getpid(), discovery.NewInstanceID()),
+		ownerCh:    make(chan struct{}),
+		agentStart: make(chan struct{}, 1),
+		subs:       map[*rpc.Peer]struct{}{},
+		leaseTTL:   svc.Config.Agentd.LeaseTTL,
 	}
 	if a.leaseTTL <= 0 {
 		a.leaseTTL = config.Defaults().Agentd.LeaseTTL

@@ -2,6 +2,8 @@ package agentd
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -32,6 +34,11 @@ func agentStatus(t Turn, ok bool) string {
 func (a *Agentd) agentMethods(mux *rpc.Mux) {
 	mux.Handle(api.MethodAgentRun, rpc.Method(a.agentRun))
 	mux.Handle(api.MethodAgentContinue, rpc.Method(func(ctx context.Context, p api.AgentContinueParams) (AgentReceipt, error) {
+		release, err := a.agentStartLock(ctx)
+		if err != nil {
+			return AgentReceipt{}, err
+		}
+		defer release()
 		th, err := a.agentThread(ctx, p.ID)
 		if err != nil {
 			return AgentReceipt{}, err
@@ -54,6 +61,8 @@ func (a *Agentd) agentMethods(mux *rpc.Mux) {
 		v := AgentView{ID: th.ID, Status: agentStatus(t, ok), Response: t.Response}
 		if t.Error != nil && isTerminal(t.Status) && t.Status != StatusCompleted {
 			v.Error = t.Error
+			v.ErrorCode = t.Error.Code
+			v.ErrorRetryable = &t.Error.Retryable
 		}
 		return v, nil
 	}))
@@ -72,6 +81,44 @@ func (a *Agentd) agentMethods(mux *rpc.Mux) {
 		}
 		return api.AgentListResult{Agents: out}, nil
 	}))
+}
+
+// agentStartLock serialises agent/run and agent/continue. agent/run checks
+// the workspace when it creates the thread and again when it submits the
+// first turn, in two transactions; without the lock another agent could
+// start in between, and the refused run would leave an agent without turns.
+func (a *Agentd) agentStartLock(ctx context.Context) (release func(), err error) {
+	select {
+	case a.agentStart <- struct{}{}:
+		return func() { <-a.agentStart }, nil
+	case <-ctx.Done():
+		return nil, errs.Wrap(ctx.Err(), errs.DaemonTimeout, "another agent was being started; try again")
+	}
+}
+
+// checkAgentWorkspace refuses to start a turn of the logical agent self
+// ("" for one not created yet) in workspace ws while another logical
+// agent's turn there has not finished (queued, running or waiting for
+// approval): two agents writing the same folder would overwrite each
+// other's changes. Not retryable: the other agent may run for hours, so the
+// caller waits for it (the message names it) rather than retrying on a
+// timer. Plain threads (thread/start) are not checked: a person watches
+// those.
+func checkAgentWorkspace(ctx context.Context, q querier, ws, self string) error {
+	var holder string
+	err := q.QueryRowContext(ctx, `SELECT t.thread_id FROM turns t INDEXED BY turns_active
+		JOIN threads th ON th.id = t.thread_id
+		WHERE t.`+activeStatus+` AND th.kind = 'agent' AND th.workspace = ? AND th.id <> ?
+		ORDER BY t.created_at, t.id LIMIT 1`, ws, self).Scan(&holder)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return dbErr(err)
+	}
+	return errs.New(errs.WorkspaceConflict,
+		"agent %s has not finished in this workspace: wait until it has (deepcode agents show %s), or use another workspace", holder, holder).
+		With("agentId", holder)
 }
 
 // agentThread finds a logical agent by its exact id.
@@ -109,9 +156,13 @@ func (a *Agentd) agentRun(ctx context.Context, p AgentRunParams) (AgentReceipt, 
 	if err := checkText(p.Prompt); err != nil {
 		return AgentReceipt{}, errs.New(errs.InvalidParams, "prompt must not be empty")
 	}
+	release, err := a.agentStartLock(ctx)
+	if err != nil {
+		return AgentReceipt{}, err
+	}
+	defer release()
 	profile := p.Profile
 	if profile == "" && p.Provider != "" {
-		var err error
 		if profile, err = a.profileForProvider(p.Provider); err != nil {
 			return AgentReceipt{}, err
 		}

@@ -237,6 +237,11 @@ func (a *Agentd) createThread(ctx context.Context, p ThreadStartParams, kind str
 		if err := trustWorkspace(w, ws, p.Trust, "thread/start"); err != nil {
 			return err
 		}
+		if kind == "agent" {
+			if err := checkAgentWorkspace(ctx, w, ws, ""); err != nil {
+				return err
+			}
+		}
 		if _, err := w.Exec(`INSERT INTO threads (id, workspace, profile, title, kind, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 			id, ws, p.Profile, p.Title, kind, ms(w.now), ms(w.now)); err != nil {
 			return err
@@ -296,14 +301,14 @@ func (a *Agentd) submit(ctx context.Context, submission string, p TurnSubmitPara
 	var prepared *preparedRun
 	err := a.j.do(ctx, func(w *txw) error {
 		var th struct {
-			Workspace, Profile string
-			TurnCount          int
-			Session            sql.NullString
+			Workspace, Profile, Kind string
+			TurnCount                int
+			Session                  sql.NullString
 		}
 		// What the admission needs of the thread (getThread's status,
 		// which needs a look at the thread's turns, is not).
-		err := w.QueryRowContext(ctx, `SELECT workspace, profile, turn_count, provider_session_id FROM threads WHERE id = ?`, p.ThreadID).
-			Scan(&th.Workspace, &th.Profile, &th.TurnCount, &th.Session)
+		err := w.QueryRowContext(ctx, `SELECT workspace, profile, kind, turn_count, provider_session_id FROM threads WHERE id = ?`, p.ThreadID).
+			Scan(&th.Workspace, &th.Profile, &th.Kind, &th.TurnCount, &th.Session)
 		if errors.Is(err, sql.ErrNoRows) {
 			return errs.New(errs.NotFound, "no thread %q", p.ThreadID)
 		}
@@ -327,6 +332,11 @@ func (a *Agentd) submit(ctx context.Context, submission string, p TurnSubmitPara
 		}
 		if err := trustWorkspace(w, th.Workspace, false, ""); err != nil {
 			return err
+		}
+		if th.Kind == "agent" {
+			if err := checkAgentWorkspace(ctx, w, th.Workspace, p.ThreadID); err != nil {
+				return err
+			}
 		}
 		var active string
 		err = w.QueryRow(`SELECT id FROM `+activeTurns+` WHERE thread_id = ? AND `+activeStatus+` ORDER BY ordinal LIMIT 1`, p.ThreadID).Scan(&active)

@@ -354,8 +354,9 @@ func testAgents(t *testing.T, env *testkit.Env) {
 	// A structured failure: code, message, retryable; the latest response kept.
 	bad := run(map[string]any{"workspace": ws, "profile": "script", "prompt": "say partial\nfail WORKSPACE_CONFLICT busy elsewhere"})
 	v, raw = show(bad.ID, "error")
-	if k := keys(t, []byte(raw)); k != "error,id,response,status" || v.Response != "partial" || v.Error == nil ||
-		v.Error.Code != errs.WorkspaceConflict || v.Error.Message != "busy elsewhere" || v.Error.Retryable {
+	if k := keys(t, []byte(raw)); k != "error,errorCode,errorRetryable,id,response,status" || v.Response != "partial" || v.Error == nil ||
+		v.Error.Code != errs.WorkspaceConflict || v.Error.Message != "busy elsewhere" || v.Error.Retryable ||
+		v.ErrorCode != errs.WorkspaceConflict || v.ErrorRetryable == nil || *v.ErrorRetryable {
 		t.Fatalf("agent/show of a failed agent: %s", raw)
 	}
 	var ewire map[string]json.RawMessage
@@ -411,7 +412,7 @@ func testAgents(t *testing.T, env *testkit.Env) {
 		c.must("turn/interrupt", map[string]string{"threadId": busy.ID, "turnId": tr.Turns[i].ID}, nil)
 	}
 	v, raw = show(busy.ID, "error")
-	if v.Error == nil || v.Error.Code != errs.ProviderCancelled {
+	if v.Error == nil || v.Error.Code != errs.ProviderCancelled || v.ErrorCode != errs.ProviderCancelled || v.ErrorRetryable == nil || *v.ErrorRetryable {
 		t.Fatalf("agent/show of an interrupted agent: %s", raw)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -143,36 +144,11 @@ func Rebuild(ctx context.Context, from, database string) (RebuildResult, error) 
 		_ = os.Remove(partial + suffix)
 	}
 	start := time.Now()
-	db, err := store.Open(ctx, partial)
-	if err != nil {
-		return res, err
-	}
 	threads, err := transcriptThreads(from)
 	if err != nil {
-		db.Close()
 		return res, errs.Wrap(err, errs.Internal, "listing %s", from)
 	}
-	for _, th := range threads {
-		recs, findings, err := readTranscript(transcriptPath(from, th), -1)
-		res.Findings = append(res.Findings, findings...)
-		if err != nil {
-			res.Findings = append(res.Findings, api.TranscriptFinding{ThreadID: th, Kind: "unreadable", Detail: err.Error()})
-			continue
-		}
-		n, err := rebuildThread(ctx, db.SQL(), recs)
-		if err != nil {
-			if ctx.Err() != nil {
-				db.Close()
-				return res, errs.Wrap(ctx.Err(), errs.DaemonTimeout, "the rebuild was cancelled")
-			}
-			res.Findings = append(res.Findings, api.TranscriptFinding{ThreadID: th, Kind: "notRebuilt", Detail: errs.From(err).Message})
-			continue
-		}
-		res.Threads++
-		res.Records += len(recs)
-		res.Events += n
-	}
-	if err := db.Close(); err != nil {
+	if err := buildProjection(ctx, partial, from, threads, &res); err != nil {
 		return res, err
 	}
 	if err := fsutil.SyncFile(partial); err != nil {
@@ -194,29 +170,190 @@ func Rebuild(ctx context.Context, from, database string) (RebuildResult, error) 
 	return res, nil
 }
 
-// rebuildThread projects one thread's records in one transaction and
-// returns how many events it wrote.
-func rebuildThread(ctx context.Context, db *sql.DB, recs []api.TranscriptRecord) (int, error) {
-	tx, err := db.BeginTx(ctx, nil)
+// buildProjection writes the projection of threads' transcripts into the
+// new file partial. The file is private to the rebuild until Rebuild renames
+// it, so it is loaded the way a bulk load of a fresh file can be: one
+// connection, no fsync until the end (synchronous=OFF), the rollback
+// journal in memory (a crash leaves a partial file that the next rebuild
+// removes; the target is only replaced by a complete, checked, fsynced
+// file), statements prepared once for every thread, and the non-unique
+// secondary indexes built once after the load instead of row by row. Each
+// thread is a transaction: one that fails is rolled back alone and
+// reported.
+func buildProjection(ctx context.Context, partial, from string, threads []string, res *RebuildResult) error {
+	db, err := store.Open(ctx, partial)
 	if err != nil {
+		return err
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			_ = db.Close()
+		}
+	}()
+	conn, err := db.SQL().Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := bulkLoad(ctx, conn); err != nil {
+		return err
+	}
+	indexes, err := dropSecondaryIndexes(ctx, conn)
+	if err != nil {
+		return err
+	}
+	// Statements are prepared on the connection, so they outlive each
+	// thread's transaction.
+	x := &stmtTx{tx: conn, stmts: map[string]*sql.Stmt{}}
+	defer x.close()
+	// Transcripts are read and decoded a thread ahead, on a goroutine of
+	// their own: the JSON decoding overlaps the SQLite writes.
+	type transcript struct {
+		th       string
+		recs     []api.TranscriptRecord
+		findings []api.TranscriptFinding
+		err      error
+	}
+	readCtx, stopReading := context.WithCancel(ctx)
+	read := make(chan transcript, 2)
+	var reader sync.WaitGroup
+	reader.Go(func() {
+		defer close(read)
+		for _, th := range threads {
+			recs, findings, err := readTranscript(transcriptPath(from, th), -1)
+			select {
+			case read <- transcript{th, recs, findings, err}:
+			case <-readCtx.Done():
+				return
+			}
+		}
+	})
+	defer reader.Wait()
+	defer stopReading()
+	for t := range read {
+		th, recs, err := t.th, t.recs, t.err
+		res.Findings = append(res.Findings, t.findings...)
+		if err != nil {
+			res.Findings = append(res.Findings, api.TranscriptFinding{ThreadID: th, Kind: "unreadable", Detail: err.Error()})
+			continue
+		}
+		n, err := rebuildThread(ctx, x, recs)
+		if err != nil {
+			if ctx.Err() != nil {
+				return errs.Wrap(ctx.Err(), errs.DaemonTimeout, "the rebuild was cancelled")
+			}
+			res.Findings = append(res.Findings, api.TranscriptFinding{ThreadID: th, Kind: "notRebuilt", Detail: errs.From(err).Message})
+			continue
+		}
+		res.Threads++
+		res.Records += len(recs)
+		res.Events += n
+	}
+	if ctx.Err() != nil {
+		// The reader stopped early.
+		return errs.Wrap(ctx.Err(), errs.DaemonTimeout, "the rebuild was cancelled")
+	}
+	x.close()
+	for _, q := range indexes {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return errs.Wrap(err, errs.Internal, "creating an index of the rebuilt database")
+		}
+	}
+	var check string
+	if err := conn.QueryRowContext(ctx, `PRAGMA quick_check`).Scan(&check); err != nil || check != "ok" {
+		return errs.New(errs.Internal, "the rebuilt database fails its check (%s %v)", check, err)
+	}
+	// Back to the journal the service opens it with (store.Open would
+	// switch it too; done here so the file is final when renamed).
+	_, _ = conn.ExecContext(ctx, `PRAGMA journal_mode = `+db.Journal())
+	if err := conn.Close(); err != nil {
+		return err
+	}
+	closed = true
+	return db.Close()
+}
+
+// bulkLoad sets conn up for loading a fresh file nobody else reads (see
+// buildProjection).
+func bulkLoad(ctx context.Context, conn *sql.Conn) error {
+	for _, q := range []string{
+		`PRAGMA journal_mode = MEMORY`,
+		`PRAGMA synchronous = OFF`,
+		`PRAGMA cache_size = -65536`,
+		`PRAGMA temp_store = MEMORY`,
+	} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return errs.Wrap(err, errs.Internal, "preparing the rebuilt database (%s)", q)
+		}
+	}
+	return nil
+}
+
+// dropSecondaryIndexes drops the projection's non-unique indexes and returns
+// the statements that create them again. Unique indexes stay: they are
+// rules a thread's records must keep (one input per key).
+func dropSecondaryIndexes(ctx context.Context, tx *sql.Conn) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL
+		AND sql NOT LIKE 'CREATE UNIQUE %' AND tbl_name IN ('threads', 'turns', 'items', 'events', 'approvals')`)
+	if err != nil {
+		return nil, err
+	}
+	var names, create []string
+	for rows.Next() {
+		var name, q string
+		if err := rows.Scan(&name, &q); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		names, create = append(names, name), append(create, q)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		if _, err := tx.ExecContext(ctx, `DROP INDEX "`+name+`"`); err != nil {
+			return nil, err
+		}
+	}
+	return create, nil
+}
+
+// rebuildThread projects one thread's records in one transaction on x's
+// connection and returns how many events it wrote; a thread that fails
+// leaves nothing behind. (A transaction per thread rather than a savepoint
+// in one: a savepoint makes SQLite keep a statement journal that every
+// statement's end truncates from its start, quadratic in the thread's
+// length; with synchronous=OFF a commit costs a few writes.)
+func rebuildThread(ctx context.Context, x *stmtTx, recs []api.TranscriptRecord) (n int, err error) {
+	if _, err := x.tx.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
 		return 0, err
 	}
-	defer tx.Rollback()
-	x := &stmtTx{tx: tx, stmts: map[string]*sql.Stmt{}}
-	defer x.close()
+	defer func() {
+		if err != nil {
+			_, _ = x.tx.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`)
+		}
+	}()
 	log := &eventLog{ctx: ctx, x: x, heads: map[string]int64{}}
-	p := &projector{ctx: ctx, x: x, id: identity, appendEvent: log.append}
+	p := &projector{ctx: ctx, x: x, id: identity, appendEvent: log.append, deferred: true}
 	for i, rec := range recs {
 		if err := p.apply(rec); err != nil {
 			return 0, fmt.Errorf("%s: %w", describeRecord(i, rec), err)
 		}
+	}
+	if err := p.flush(); err != nil {
+		return 0, err
 	}
 	if err := log.flushHeads(); err != nil {
 		return 0, err
 	}
 	// Turns the transcript leaves open stay as they are: the next agentd
 	// settles them by its recovery rules (nothing is run again).
-	return log.n, tx.Commit()
+	if _, err := x.tx.ExecContext(ctx, `COMMIT`); err != nil {
+		return 0, err
+	}
+	return log.n, nil
 }
 
 // copyTranscripts copies the named threads' transcripts from one folder
@@ -431,10 +568,14 @@ func storageErr(err error, path string) error {
 	return errs.Wrap(err, errs.Internal, "writing %s", path)
 }
 
-// stmtTx runs a transaction's statements prepared once each: a rebuild
+// stmtTx runs statements prepared once each on a connection: a rebuild
 // repeats a dozen statements thousands of times.
 type stmtTx struct {
-	tx    *sql.Tx
+	tx interface {
+		PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+		ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+		QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	}
 	stmts map[string]*sql.Stmt
 }
 
@@ -478,4 +619,5 @@ func (x *stmtTx) close() {
 	for _, s := range x.stmts {
 		_ = s.Close()
 	}
+	clear(x.stmts)
 }

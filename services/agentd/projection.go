@@ -10,6 +10,7 @@ import (
 
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/store"
 )
 
 // The projection: the database's threads, turns, items, input receipts,
@@ -38,6 +39,14 @@ type projector struct {
 	workspace string
 	// trusted records the workspace as trusted (an import with --trust).
 	trusted bool
+
+	// deferred leaves the writes nothing reads back while the records
+	// are applied to flush (a rebuild: the thread's turn count and update
+	// time, and each turn's latest response, written once instead of once
+	// per record); an import writes them as it goes.
+	deferred     bool
+	responses    map[string]string // turn → latest agent text not yet written
+	threadUpdate *int64            // the update time not yet written
 
 	threadID string
 	ordinal  int
@@ -128,16 +137,24 @@ func (p *projector) applyToThread(rec api.TranscriptRecord, at int64) error {
 		if submission != SubmitStart && submission != SubmitEnqueue {
 			submission = SubmitEnqueue
 		}
+		if !validID("turn_", turnID) {
+			return errs.New(errs.NotFound, "no turn %q", turnID)
+		}
 		if err := p.exec(`INSERT INTO turns (id, thread_id, ordinal, status, submission, message_id, profile, model, reasoning, created_at)
 			VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)`,
 			turnID, p.threadID, p.ordinal, submission, t.MessageID, t.Profile, nullIfEmpty(t.Model), nullIfEmpty(t.Reasoning), at); err != nil {
 			return err
 		}
-		if err := p.exec(`UPDATE threads SET turn_count = ?, updated_at = ? WHERE id = ?`, p.ordinal, at, p.threadID); err != nil {
+		// A new row: its event carries what was written (scanTurn's form).
+		turn := Turn{ID: turnID, ThreadID: p.threadID, Ordinal: p.ordinal, Status: StatusQueued, MessageID: t.MessageID, Profile: t.Profile,
+			Model: t.Model, Reasoning: t.Reasoning, CreatedAt: fromMS(at)}
+		if p.deferred {
+			p.threadUpdate = &at
+		} else if err := p.exec(`UPDATE threads SET turn_count = ?, updated_at = ? WHERE id = ?`, p.ordinal, at, p.threadID); err != nil {
 			return err
 		}
 		p.open[turnID] = true
-		return p.turnEvent(EventTurnQueued, turnID)
+		return p.appendEvent(p.threadID, EventTurnQueued, api.TurnPayload{Turn: turn})
 	case api.RecordInput:
 		in := rec.Input
 		if in == nil || in.ItemID == "" || in.MessageID == "" {
@@ -157,7 +174,9 @@ func (p *projector) applyToThread(rec api.TranscriptRecord, at int64) error {
 			itemID, p.threadID, turnID, in.MessageID, nullIfEmpty(in.Fingerprint), state, expected, string(payload), at, at); err != nil {
 			return err
 		}
-		return p.itemEvent(itemID)
+		// A plain insert: the row is what was written.
+		return p.appendEvent(p.threadID, EventItemCompleted, api.ItemPayload{Item: Item{ID: itemID, ThreadID: p.threadID, TurnID: turnID,
+			Kind: KindUserMessage, Status: "completed", Payload: payload, CreatedAt: fromMS(at), UpdatedAt: fromMS(at)}})
 	case api.RecordTurnStarted:
 		if err := p.exec(`UPDATE turns SET status = 'running', started_at = ? WHERE id = ? AND thread_id = ?`, at, turnID, p.threadID); err != nil {
 			return err
@@ -177,9 +196,20 @@ func (p *projector) applyToThread(rec api.TranscriptRecord, at int64) error {
 			payload = json.RawMessage(`{}`)
 		}
 		itemID := p.id(it.ID)
-		if err := p.exec(`INSERT INTO items (id, thread_id, turn_id, kind, status, payload, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET status = excluded.status, payload = excluded.payload, updated_at = excluded.updated_at`,
-			itemID, p.threadID, turnID, it.Kind, status, string(payload), at, at); err != nil {
+		// A new item is inserted as it is; one written again keeps its
+		// thread, turn, kind and creation time, and RETURNING gives the row
+		// as it then stands. (A plain insert first: a RETURNING statement
+		// costs SQLite a temporary table, and items are new but rarely.)
+		item := Item{ID: itemID, ThreadID: p.threadID, TurnID: turnID, Kind: it.Kind, Status: status, Payload: payload, CreatedAt: fromMS(at), UpdatedAt: fromMS(at)}
+		err := p.exec(`INSERT INTO items (id, thread_id, turn_id, kind, status, payload, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			itemID, p.threadID, turnID, it.Kind, status, string(payload), at, at)
+		if store.IsPrimaryKeyConflict(err) {
+			var created int64
+			err = p.x.QueryRowContext(p.ctx, `UPDATE items SET status = ?, payload = ?, updated_at = ? WHERE id = ? RETURNING thread_id, turn_id, kind, created_at`,
+				status, string(payload), at, itemID).Scan(&item.ThreadID, &item.TurnID, &item.Kind, &created)
+			item.CreatedAt = fromMS(created)
+		}
+		if err != nil {
 			return err
 		}
 		if it.Kind == KindAgentMessage {
@@ -187,12 +217,17 @@ func (p *projector) applyToThread(rec api.TranscriptRecord, at int64) error {
 				Text string `json:"text"`
 			}
 			if json.Unmarshal(payload, &m) == nil && m.Text != "" {
-				if err := p.exec(`UPDATE turns SET latest_response = ? WHERE id = ?`, m.Text, turnID); err != nil {
+				if p.deferred {
+					if p.responses == nil {
+						p.responses = map[string]string{}
+					}
+					p.responses[turnID] = m.Text
+				} else if err := p.exec(`UPDATE turns SET latest_response = ? WHERE id = ?`, m.Text, turnID); err != nil {
 					return err
 				}
 			}
 		}
-		return p.itemEvent(itemID)
+		return p.appendEvent(p.threadID, EventItemCompleted, api.ItemPayload{Item: item})
 	case api.RecordApprovalRequest:
 		a := rec.Approval
 		if a == nil || a.ID == "" {
@@ -263,13 +298,40 @@ func (p *projector) endTurn(turnID, status string, te *TurnError, response strin
 			}
 		}
 	}
-	if err := p.exec(`UPDATE turns SET status = ?, error_code = ?, error_message = ?, error_retryable = ?, error_data = ?,
-		latest_response = COALESCE(NULLIF(?, ''), latest_response), finished_at = ? WHERE id = ? AND thread_id = ?`,
-		status, code, msg, retry, data, response, at, turnID, p.threadID); err != nil {
-		return err
+	if !validID("turn_", turnID) {
+		return errs.New(errs.NotFound, "no turn %q", turnID)
+	}
+	// The response the turn ended with, else its latest agent message's.
+	pending := p.responses[turnID]
+	delete(p.responses, turnID)
+	turn, err := scanTurn(p.x.QueryRowContext(p.ctx, `UPDATE turns SET status = ?, error_code = ?, error_message = ?, error_retryable = ?, error_data = ?,
+		latest_response = COALESCE(NULLIF(?, ''), NULLIF(?, ''), latest_response), finished_at = ? WHERE id = ? AND thread_id = ? RETURNING `+turnColumns,
+		status, code, msg, retry, data, response, pending, at, turnID, p.threadID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return errs.New(errs.NotFound, "no turn %q in thread %q", turnID, p.threadID)
+	}
+	if err != nil {
+		return dbErr(err)
 	}
 	typ := map[string]string{StatusCompleted: EventTurnCompleted, StatusFailed: EventTurnFailed, StatusInterrupted: EventTurnInterrupted}[status]
-	return p.turnEvent(typ, turnID)
+	return p.appendEvent(p.threadID, typ, api.TurnPayload{Turn: turn})
+}
+
+// flush writes what deferred left unwritten.
+func (p *projector) flush() error {
+	for turnID, text := range p.responses {
+		if err := p.exec(`UPDATE turns SET latest_response = ? WHERE id = ?`, text, turnID); err != nil {
+			return err
+		}
+	}
+	clear(p.responses)
+	if p.threadUpdate != nil {
+		if err := p.exec(`UPDATE threads SET turn_count = ?, updated_at = ? WHERE id = ?`, p.ordinal, *p.threadUpdate, p.threadID); err != nil {
+			return err
+		}
+		p.threadUpdate = nil
+	}
+	return nil
 }
 
 // closeOpen ends the turns the records left unfinished (an import: they
@@ -283,22 +345,6 @@ func (p *projector) closeOpen(at time.Time) error {
 	}
 	clear(p.open)
 	return nil
-}
-
-func (p *projector) turnEvent(typ, turnID string) error {
-	t, err := getTurn(p.ctx, p.x, p.threadID, turnID)
-	if err != nil {
-		return err
-	}
-	return p.appendEvent(p.threadID, typ, api.TurnPayload{Turn: t})
-}
-
-func (p *projector) itemEvent(itemID string) error {
-	it, err := scanItem(p.x.QueryRowContext(p.ctx, `SELECT `+itemColumns+` FROM items WHERE id = ?`, itemID))
-	if err != nil {
-		return err
-	}
-	return p.appendEvent(p.threadID, EventItemCompleted, api.ItemPayload{Item: it})
 }
 
 // eventLog appends events to a thread log outside the journal (a

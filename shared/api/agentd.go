@@ -279,6 +279,12 @@ type AgentView struct {
 	Status   string     `json:"status"`
 	Response string     `json:"response,omitempty"`
 	Error    *TurnError `json:"error,omitempty"`
+	// ErrorCode and ErrorRetryable repeat error.code and error.retryable
+	// at the top: a caller polling a background agent tells the recovery
+	// category (cancelled, provider unavailable, workspace conflict, …)
+	// from the record itself. Present exactly when error is.
+	ErrorCode      errs.Code `json:"errorCode,omitempty"`
+	ErrorRetryable *bool     `json:"errorRetryable,omitempty"`
 }
 
 // AgentSummary is one entry of agent/list.

@@ -303,6 +303,13 @@ func (db *DB) classify(err error, msg string) error {
 	return classify(err, msg)
 }
 
+// IsPrimaryKeyConflict reports whether err is an insert refused because
+// its row's primary key exists (SQLITE_CONSTRAINT_PRIMARYKEY): the statement
+// alone failed, its transaction goes on.
+func IsPrimaryKeyConflict(err error) bool {
+	return errors.Is(err, sqlite3.CONSTRAINT_PRIMARYKEY)
+}
+
 // StorageError is STORAGE_FULL (retryable; data: path, freeBytes) when err
 // comes from a full filesystem, STORAGE_READONLY (data: path) when the
 // database or its folder cannot be written, and nil otherwise. path is the

@@ -33,6 +33,10 @@ type agentView struct {
 	Status   string     `json:"status"`
 	Response string     `json:"response,omitempty"`
 	Error    *errs.Wire `json:"error,omitempty"`
+	// ErrorCode and ErrorRetryable repeat error's code and retryable flat,
+	// as the agent record carries them (present exactly when error is).
+	ErrorCode      errs.Code `json:"errorCode,omitempty"`
+	ErrorRetryable *bool     `json:"errorRetryable,omitempty"`
 }
 
 type agentSummary struct {
@@ -91,7 +95,11 @@ func (a *app) agentsRunCommand() *cobra.Command {
 		Long: `Start a new logical agent: a thread with the prompt as its first turn, run in
 the background. Prints the agent's id and status ({"id","status"} with
 --json); follow it with "deepcode agents show ID". "-" alone reads the prompt
-from stdin.`,
+from stdin.
+
+One agent at a time per workspace: while another agent has not finished in
+the folder, run (and continue of an agent of that folder) fails with
+WORKSPACE_CONFLICT, naming that agent; wait for it or use another folder.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if profile != "" && provider != "" {
@@ -166,7 +174,9 @@ func (a *app) agentsShowCommand() *cobra.Command {
 		Short: "Show a logical agent's status and its response or failure",
 		Long: `Show the agent ID (its exact id, thr_…): its status and the latest response,
 or the structured failure of its latest turn. With --json:
-{"id","status","response"?,"error"?:{"code","message","retryable"}}.`,
+{"id","status","response"?,"error"?:{"code","message","retryable"},
+"errorCode"?,"errorRetryable"?}; errorCode and errorRetryable repeat the
+error's code and retryable, present exactly when error is.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withBusiness(cmd, func(ctx context.Context, b *client.Business) error {
@@ -181,6 +191,7 @@ or the structured failure of its latest turn. With --json:
 				if v.Error != nil {
 					w := v.Error.err().ToWire()
 					out.Error = &w
+					out.ErrorCode, out.ErrorRetryable = w.Code, &w.Retryable
 				}
 				if a.jsonOut {
 					a.printJSON(out)
@@ -197,7 +208,7 @@ or the structured failure of its latest turn. With --json:
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&a.jsonOut, "json", false, `print {"id","status","response"?,"error"?}`)
+	cmd.Flags().BoolVar(&a.jsonOut, "json", false, `print {"id","status","response"?,"error"?,"errorCode"?,"errorRetryable"?}`)
 	return cmd
 }
 

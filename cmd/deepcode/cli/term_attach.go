@@ -15,6 +15,7 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/client"
 	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/muesli/cancelreader"
 	"github.com/spf13/cobra"
 )
 
@@ -85,8 +86,7 @@ func (a *app) termAttach(ctx context.Context, id string) error {
 	if err := a.ensureRunning(ctx); err != nil {
 		return err
 	}
-	at := &attacher{a: a, base: context.WithoutCancel(ctx), id: id, out: os.Stdout,
-		hints: make(chan api.TerminalOutputNotification, 256), wake: make(chan struct{}, 1)}
+	at := newAttacher(a, ctx, id)
 	b, err := at.dial()
 	if err != nil {
 		return err
@@ -96,19 +96,8 @@ func (a *app) termAttach(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	at.threadID = row.ThreadID
-	if st, ok := a.loadTermState(id); ok && st.ThreadID == row.ThreadID && st.Offset <= row.HeadOffset {
-		at.cursor = st.Offset
-	}
-	at.cols, at.rows = row.Cols, row.Rows
-
-	fd := os.Stdin.Fd()
-	saved, err := term.MakeRaw(fd)
-	if err != nil {
-		return errs.Wrap(err, errs.Internal, "cannot put the terminal in raw mode: %v", err)
-	}
-	code, detached, runErr := at.run(ctx)
-	_ = term.Restore(fd, saved)
+	at.follow(row)
+	code, detached, runErr := at.join(ctx)
 	switch {
 	case runErr != nil:
 		fmt.Fprintf(a.stderr, "\n[%s is still running: deepcode term attach %s joins it again]\n", id, id)
@@ -128,6 +117,40 @@ func (a *app) termAttach(ctx context.Context, id string) error {
 		return nil
 	}
 	return &exitError{code: code}
+}
+
+func newAttacher(a *app, ctx context.Context, id string) *attacher {
+	return &attacher{a: a, base: context.WithoutCancel(ctx), id: id, out: os.Stdout,
+		hints: make(chan api.TerminalOutputNotification, 256), wake: make(chan struct{}, 1)}
+}
+
+// follow takes the terminal's thread and size, and continues after the
+// last byte this user was shown of it (nothing twice, nothing skipped).
+func (at *attacher) follow(row termRow) {
+	at.threadID = row.ThreadID
+	if st, ok := at.a.loadTermState(at.id); ok && st.ThreadID == row.ThreadID && st.Offset <= row.HeadOffset {
+		at.cursor = st.Offset
+	}
+	at.cols, at.rows = row.Cols, row.Rows
+}
+
+// join puts the process's terminal in raw mode and runs the attach until
+// the terminal exits, the user detaches or the connection cannot be
+// restored; the terminal's mode is restored and stdin is no longer read
+// when it returns, so a caller that goes on (the TUI's pane) gets every key.
+func (at *attacher) join(ctx context.Context) (code int, detached bool, err error) {
+	fd := os.Stdin.Fd()
+	saved, err := term.MakeRaw(fd)
+	if err != nil {
+		return 0, false, errs.Wrap(err, errs.Internal, "cannot put the terminal in raw mode: %v", err)
+	}
+	defer func() { _ = term.Restore(fd, saved) }()
+	in, err := cancelreader.NewReader(os.Stdin)
+	if err != nil {
+		return 0, false, errs.Wrap(err, errs.Internal, "cannot read the terminal: %v", err)
+	}
+	defer in.Close()
+	return at.run(ctx, in)
 }
 
 func (at *attacher) conn() *client.Business {
@@ -180,11 +203,23 @@ func (at *attacher) notified(method string, params json.RawMessage) {
 
 // run joins the terminal until it exits (its exit code), the user detaches
 // or a signal arrives (detached), or the connection cannot be restored.
-func (at *attacher) run(ctx context.Context) (code int, detached bool, err error) {
+func (at *attacher) run(ctx context.Context, in cancelreader.CancelReader) (code int, detached bool, err error) {
 	input := make(chan []byte, 16)
 	detach := make(chan struct{})
-	go readKeys(os.Stdin, input, detach)
-	go at.sendKeys(input)
+	sent := make(chan struct{})
+	go readKeys(in, input, detach)
+	go func() {
+		defer close(sent)
+		at.sendKeys(input)
+	}()
+	// The key reader ends with the attach: its read is cancelled and
+	// waited for, and what it read (the enter typed just before ctrl+])
+	// is written before the connection closes.
+	defer func() {
+		in.Cancel()
+		<-detach
+		<-sent
+	}()
 	winch := make(chan os.Signal, 1)
 	defer notifyResize(winch)()
 	tick := time.NewTicker(attachPoll)
@@ -335,13 +370,13 @@ func (at *attacher) resize() {
 	}
 }
 
-// readKeys copies stdin to input until ctrl+] or the end of stdin, which
-// close detach. It is left blocked in Read when attach returns: the
-// process is about to exit.
+// readKeys copies stdin to input until ctrl+], the end of stdin or a
+// cancelled read, which close detach and input.
 // A character split between two reads is held back until it is whole:
 // terminal/input carries text.
 func readKeys(r io.Reader, input chan<- []byte, detach chan<- struct{}) {
 	defer close(detach)
+	defer close(input)
 	buf := make([]byte, 4096)
 	var held []byte
 	for {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
@@ -39,7 +41,10 @@ idle thread, or steering for its running turn); ctrl+j inserts a newline;
 tab switches between the prompt and the thread list (up/down, enter to
 open, n for a new thread); esc interrupts the selected thread's running
 turn; y / n answer a pending approval when the prompt is empty; pgup/pgdown
-scroll; ctrl+c quits. Quitting detaches: turns go on in the service.
+scroll; ctrl+t opens the terminal pane, a shell in the selected thread's
+workspace that takes the window (ctrl+] returns here, the shell goes on;
+ctrl+t again continues where it was, nothing shown twice); ctrl+c quits.
+Quitting detaches: turns and terminals go on in the service.
 
 Commands: /new, /queue TEXT (queue a turn behind the running one),
 /steer TEXT, /interrupt, /approve, /deny, /reconnect, /quit.
@@ -105,6 +110,10 @@ func (a *app) runTUI(cmd *cobra.Command, o tuiOptions) error {
 	if os.Getenv("NO_COLOR") != "" {
 		lipgloss.SetColorProfile(termenv.Ascii)
 	}
+	// Told the background, lipgloss does not ask the terminal for it: a
+	// terminal that does not answer the query (many serial consoles, some
+	// multiplexers, a dumb pty) held the first frame for 5 s.
+	lipgloss.SetHasDarkBackground(darkBackground(os.Getenv("COLORFGBG")))
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	m := newTUIModel(ctx, a, o, ws)
@@ -120,4 +129,16 @@ func (a *app) runTUI(cmd *cobra.Command, o tuiOptions) error {
 	}
 	fmt.Fprintln(a.stderr, "deepcode: detached; turns go on in the service")
 	return nil
+}
+
+// darkBackground reads COLORFGBG ("fg;bg" or "fg;default;bg", set by rxvt,
+// konsole and others): the ANSI colours 0–6 and 8 are dark backgrounds.
+// Without it the background is taken as dark, the common default.
+func darkBackground(colorfgbg string) bool {
+	parts := strings.Split(colorfgbg, ";")
+	bg, err := strconv.Atoi(parts[len(parts)-1])
+	if err != nil || bg < 0 || bg > 15 {
+		return true
+	}
+	return bg <= 6 || bg == 8
 }

@@ -83,3 +83,21 @@ func TestWholeRunesReads(t *testing.T) {
 		t.Fatalf("got %d bytes, want %d", len(got), len(text))
 	}
 }
+
+func TestDarkBackground(t *testing.T) {
+	for in, want := range map[string]bool{
+		"":             true,
+		"15;0":         true,
+		"0;15":         false,
+		"0;default;15": false,
+		"12;8":         true,
+		"0;7":          false,
+		"x;y":          true,
+		"0;99":         true,
+		"15;-1":        true,
+	} {
+		if got := darkBackground(in); got != want {
+			t.Errorf("darkBackground(%q) = %v, want %v", in, got, want)
+		}
+	}
+}

@@ -123,7 +123,8 @@ type tuiModel struct {
 	noticeErr    bool
 	dirty        bool
 	fatal        error
-	lastRendered int // width the content was wrapped for
+	lastRendered int               // width the content was wrapped for
+	panes        map[string]string // thread → the terminal its pane showed last
 }
 
 func newTUIModel(ctx context.Context, a *app, o tuiOptions, ws string) *tuiModel {
@@ -341,6 +342,8 @@ func (m *tuiModel) update(msg tea.Msg) tea.Cmd {
 		m.setNotice("thread %s started", msg.threadID)
 		m.open(msg.threadID, "")
 		return tea.Batch(m.recover(), m.loadThreads())
+	case tuiPaneDone:
+		return m.paneClosed(msg)
 	case tuiDone:
 		if msg.err != nil {
 			m.setError(msg.err)
@@ -534,6 +537,8 @@ func (m *tuiModel) key(k tea.KeyMsg) tea.Cmd {
 	switch k.String() {
 	case "ctrl+c":
 		return tea.Quit
+	case "ctrl+t":
+		return m.openPane()
 	case "ctrl+d":
 		if m.prompt.Value() == "" {
 			return tea.Quit

@@ -77,6 +77,9 @@ func (d *Document) TypeScript() ([]byte, error) {
 // Regenerate with: go test ./shared/api/apischema -run Fresh -update
 
 `, d.ProtocolVersion, FileName)
+	// The version a client sends in initialize comes from the same contract
+	// as its types, so a regenerated client can never claim an older one.
+	fmt.Fprintf(&b, "/** The protocol version these types describe, sent in initialize. */\nexport const PROTOCOL_VERSION = %s;\n\n", quote(d.ProtocolVersion))
 	names := sortedKeys(d.Defs)
 	for _, name := range names {
 		if !isIdent(name) {

@@ -66,6 +66,9 @@ func TestTypeScriptEmitter(t *testing.T) {
 // The wire types of deepcode protocol 9.9, as docs/protocol.schema.json describes them.
 // Regenerate with: go test ./shared/api/apischema -run Fresh -update
 
+/** The protocol version these types describe, sent in initialize. */
+export const PROTOCOL_VERSION = "9.9";
+
 export type Color = "red" | "green";
 
 export type Empty = Record<string, never>;

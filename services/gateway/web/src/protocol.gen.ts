@@ -2,6 +2,9 @@
 // The wire types of deepcode protocol 1.1, as docs/protocol.schema.json describes them.
 // Regenerate with: go test ./shared/api/apischema -run Fresh -update
 
+/** The protocol version these types describe, sent in initialize. */
+export const PROTOCOL_VERSION = "1.1";
+
 export interface AgentContinueParams {
   id: string;
   prompt: string;
@@ -40,6 +43,8 @@ export interface AgentView {
   status: string;
   response?: string;
   error?: TurnError;
+  errorCode?: string;
+  errorRetryable?: boolean;
 }
 
 export interface Approval {

@@ -8,10 +8,11 @@
 //   never  (and anything unlisted) never resent and never queued offline:
 //          a lost answer is RESULT_UNKNOWN for the user to resolve.
 
+// The version sent in initialize is the generated contract's, never a copy.
+import { PROTOCOL_VERSION } from './protocol.gen';
 import { AnswerLost, NotSent, RpcError, RpcSocket } from './rpc';
 import type { BusinessMethod, InitializeParams, InitializeResult, Methods, NotificationName, Notifications, RetryPolicy } from './types';
 
-export const PROTOCOL_VERSION = '1.0';
 
 export type ConnectionState =
   | { kind: 'connecting' }
