@@ -96,6 +96,16 @@ type serviceLink struct {
 	sock    string
 	methods []string
 	wantCh  chan bool
+	// retry cuts the wait before the next attempt short: a client waiting
+	// for the subscription (its initialize) must not wait out a backoff
+	// grown while the service was down or stopping, when its successor may
+	// already serve.
+	retry chan struct{}
+	// The wait between failed attempts doubles from minBackoff to
+	// maxBackoff, except after SERVICE_STOPPING: the successor starts the
+	// moment the stopping service exits, so it is tried again every
+	// stoppingRetry (an answer from a stopping service costs it little).
+	minBackoff, maxBackoff, stoppingRetry time.Duration
 
 	mu     sync.Mutex
 	up     bool
@@ -107,7 +117,16 @@ type serviceLink struct {
 }
 
 func newServiceLink(b *business, sock string, methods ...string) *serviceLink {
-	return &serviceLink{b: b, sock: sock, methods: methods, wantCh: make(chan bool, 1), change: make(chan struct{})}
+	return &serviceLink{b: b, sock: sock, methods: methods, wantCh: make(chan bool, 1), retry: make(chan struct{}, 1),
+		change: make(chan struct{}), minBackoff: 50 * time.Millisecond, maxBackoff: 5 * time.Second, stoppingRetry: 200 * time.Millisecond}
+}
+
+// retryNow asks the run loop to try again without waiting out its backoff.
+func (l *serviceLink) retryNow() {
+	select {
+	case l.retry <- struct{}{}:
+	default:
+	}
 }
 
 // want records the latest wish; the run loop acts on it.
@@ -143,6 +162,12 @@ func (l *serviceLink) state() (bool, chan struct{}) {
 func (l *serviceLink) waitUp(ctx context.Context, failFast bool) {
 	t := time.NewTimer(10 * time.Second)
 	defer t.Stop()
+	// The outcome this waits for is the next attempt's: it comes now, not
+	// after the backoff (once: a service that keeps failing is then tried
+	// at the backoff's pace, not as fast as it fails).
+	if up, _ := l.state(); !up {
+		l.retryNow()
+	}
 	for {
 		up, changed := l.state()
 		if up {
@@ -169,7 +194,7 @@ func (l *serviceLink) waitUp(ctx context.Context, failFast bool) {
 // run keeps the link connected while it is wanted, until ctx ends.
 func (l *serviceLink) run(ctx context.Context) {
 	wanted := false
-	backoff := 50 * time.Millisecond
+	backoff := l.minBackoff
 	for {
 		if !wanted {
 			select {
@@ -193,20 +218,26 @@ func (l *serviceLink) run(ctx context.Context) {
 			l.b.closeSubscribers(rpc.CloseServiceRestart, "notification stream interrupted: reconnect and recover")
 		}
 		if !wanted {
-			backoff = 50 * time.Millisecond
+			backoff = l.minBackoff
 			continue
+		}
+		wait := backoff
+		if errs.Is(err, errs.ServiceStopping) {
+			wait = min(wait, l.stoppingRetry)
 		}
 		if err != nil {
 			l.signalAttempt(false, err) // wakes failFast waiters
-			l.b.g.svc.Log.Debug("notification link down; retrying", "socket", l.sock, "err", err, "in", backoff)
+			l.b.g.svc.Log.Debug("notification link down; retrying", "socket", l.sock, "err", err, "in", wait)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case wanted = <-l.wantCh:
-		case <-time.After(backoff):
+		case <-l.retry:
+			continue // a waiter: try now, and keep the backoff
+		case <-time.After(wait):
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		backoff = min(backoff*2, l.maxBackoff)
 	}
 }
 

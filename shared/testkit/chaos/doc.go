@@ -35,7 +35,8 @@
 //
 //	DEEPCODE_CHAOS_TRIALS  trials (default 5: the short form `make test` runs)
 //	DEEPCODE_CHAOS_KINDS   comma-separated kinds, or "all" (default: the
-//	                       short form's, shortKinds in chaos_test.go)
+//	                       short form's, shortKinds in chaos_test.go:
+//	                       every kind)
 //	DEEPCODE_CHAOS_SEED    replays a run's choices of kinds and instants
 //
 //	make chaos                                    # 40 trials of every kind
