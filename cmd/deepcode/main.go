@@ -6,7 +6,7 @@ import (
 	"os"
 
 	// First: its init runs before bubbletea's (see the package).
-	"github.com/deepcode-dev/deepcode/cmd/deepcode/internal/noquery"
+	"github.com/deepcode-dev/deepcode/cmd/internal/noquery"
 
 	"github.com/deepcode-dev/deepcode/cmd/deepcode/cli"
 )

@@ -359,7 +359,8 @@ func TestTUIFastInput(t *testing.T) {
 // loopback fake model — is rendered as Markdown (a heading without its
 // marker, bullets, bold, a code block without its fence), while the
 // prompt that asked for it is shown as typed. Reopened under NO_COLOR, the
-// replayed answer is rendered in plain text: no colour at all.
+// replayed answer is rendered in plain text: no colour at all. Run by a
+// deepcode that cannot find deepcode-tui, the TUI shows it as its text.
 func TestTUIMarkdown(t *testing.T) {
 	t.Parallel()
 	model, err := fakemodel.Start()
@@ -438,6 +439,36 @@ func TestTUIMarkdown(t *testing.T) {
 	colour := regexp.MustCompile(`\x1b\[(?:[0-9]+;)*(?:3[0-7]|38|4[0-7]|48|9[0-7]|10[0-7])(?:;[0-9]+)*m`)
 	if raw := tm.screen(true); colour.MatchString(raw) {
 		t.Fatalf("colour with NO_COLOR set: %q", raw)
+	}
+	tm.keys("C-c")
+	tm.waitText("TUI-EXIT=0")
+	tm.run("kill-server")
+
+	// A deepcode with no deepcode-tui beside it (nor in DEEPCODE_LIBEXEC)
+	// runs the TUI itself, which has no Markdown renderer: the answer is
+	// shown as its text, and the notice says why.
+	alone := t.TempDir()
+	exe, err := os.ReadFile(filepath.Join(env.Bin, "deepcode"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(alone, "deepcode"), exe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env.Extra = append(env.Extra, "DEEPCODE_LIBEXEC="+alone)
+	tm = newTmux(t, env, 120, 40, filepath.Join(alone, "deepcode")+" tui --workspace "+ws+"; echo TUI-EXIT=$?; sleep 600")
+	tm.waitFor("the notice of the missing renderer", func(s string) bool {
+		return strings.Contains(s, "· connected ·") && strings.Contains(s, "Markdown shown as text: no deepcode-tui beside deepcode")
+	})
+	tm.keys("Tab")
+	tm.waitText("enter open")
+	tm.keys("Enter")
+	s = tm.waitFor("the answer as text", func(s string) bool { return countLine(viewLines(s), "- first **bold** step") == 1 })
+	lines = viewLines(s)
+	for _, want := range []string{"# Plan", "```go", `fmt.Println("hi")`} {
+		if countLine(lines, want) != 1 {
+			t.Fatalf("%q is not shown once:\n%s", want, s)
+		}
 	}
 	tm.keys("C-c")
 	tm.waitText("TUI-EXIT=0")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -99,6 +100,16 @@ func (a *app) runTUI(cmd *cobra.Command, o tuiOptions) error {
 		return &exitError{code: exitUsage, err: errs.New(errs.UsageError,
 			"the terminal UI needs a terminal on stdin and stdout; from scripts use `deepcode exec` or `deepcode relay`")}
 	}
+	if a.tui.Markdown == nil {
+		ran, code, why := a.runTUIBinary()
+		if ran {
+			if code != exitOK {
+				return &exitError{code: code} // deepcode-tui said why
+			}
+			return nil
+		}
+		a.tuiMissing = why
+	}
 	if err := a.setup(cmd, nil); err != nil {
 		return err
 	}
@@ -141,4 +152,36 @@ func darkBackground(colorfgbg string) bool {
 		return true
 	}
 	return bg <= 6 || bg == 8
+}
+
+// tuiBinaryName is the TUI's own binary: the CLI with the Markdown
+// renderer, which deepcode does not link (see TUIOptions).
+const tuiBinaryName = "deepcode-tui"
+
+// runTUIBinary runs deepcode-tui with this command line, found where the
+// service binaries are looked for (libexecCandidates). On Unix it takes
+// this process's place (syscall.Exec) and returns only if it could not;
+// on Windows, which has no exec, it runs as a child on the same console
+// and ran reports its exit status. Not ran: why, for the TUI that this
+// process then runs without Markdown.
+func (a *app) runTUIBinary() (ran bool, code int, why string) {
+	invoked, err := invokedExecutable()
+	if err != nil {
+		invoked = ""
+	}
+	for _, d := range libexecCandidates(invoked) {
+		p, err := filepath.Abs(filepath.Join(d, tuiBinaryName+exeSuffix))
+		if err != nil {
+			continue
+		}
+		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		code, err := execTUI(p, a.args)
+		if err != nil {
+			return false, 0, fmt.Sprintf("Markdown shown as text: %s cannot run (%v)", tuiBinaryName, err)
+		}
+		return true, code, ""
+	}
+	return false, 0, fmt.Sprintf("Markdown shown as text: no %s beside deepcode (reinstall, or set DEEPCODE_LIBEXEC)", tuiBinaryName)
 }

@@ -3,106 +3,37 @@ package cli
 import (
 	"strings"
 
-	"github.com/charmbracelet/glamour"
-	gansi "github.com/charmbracelet/glamour/ansi"
-	"github.com/charmbracelet/glamour/styles"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/muesli/termenv"
 )
 
-// tuiMarkdown renders the agent's messages as Markdown. It keeps one
-// renderer, for the width last asked: glamour wraps at a width fixed when
-// the renderer is made, and the view has one width at a time.
-type tuiMarkdown struct {
-	style   gansi.StyleConfig
-	profile termenv.Profile
-	width   int
-	r       *glamour.TermRenderer
-	renders int // Markdown renderings done (the cache's test counts them)
+// MarkdownStyle is what the TUI knows of the terminal when it makes the
+// renderer of the agent's messages; nothing in it comes from asking the
+// terminal (one that does not answer would make the TUI wait).
+type MarkdownStyle struct {
+	Plain   bool            // NO_COLOR: no escape sequences at all
+	Dark    bool            // a dark background (COLORFGBG, else taken as dark)
+	Profile termenv.Profile // the colours the terminal shows
 }
 
-// markdownStyle picks glamour's style from the environment alone: its
-// automatic choice asks the terminal for its background colour, and a
-// terminal that does not answer makes it wait. NO_COLOR gets the plain
-// "notty" style; COLORFGBG (set by rxvt, Konsole and others) with a light
-// background (7 or 15) gets "light"; anything else "dark".
-func markdownStyle(getenv func(string) string) string {
-	if getenv("NO_COLOR") != "" {
-		return styles.NoTTYStyle
-	}
-	if fgbg := getenv("COLORFGBG"); fgbg != "" {
-		bg := fgbg[strings.LastIndexByte(fgbg, ';')+1:]
-		if bg == "7" || bg == "15" {
-			return styles.LightStyle
-		}
-	}
-	return styles.DarkStyle
+// TUIOptions are what deepcode-tui adds to the CLI it runs.
+type TUIOptions struct {
+	// Markdown makes the renderer of one TUI run: the agent's message
+	// rendered wrapped to width columns. Without it the messages are
+	// shown as wrapped text, and `deepcode tui` runs deepcode-tui (which
+	// has one) instead of the TUI in its own process: the Markdown
+	// renderer's packages cost every other command of the CLI some 35 ms
+	// of start-up and 10 MB of binary.
+	Markdown func(MarkdownStyle) func(src string, width int) string
 }
 
-func newTUIMarkdown(style string, profile termenv.Profile) *tuiMarkdown {
-	cfg, ok := styles.DefaultStyles[style]
-	if !ok {
-		cfg = styles.DefaultStyles[styles.DarkStyle]
+// renderMarkdown renders src with the run's renderer, or wraps it.
+func (m *tuiModel) renderMarkdown(src string, width int) string {
+	if m.md == nil {
+		return ansi.Wrap(strings.Trim(src, "\n"), width, " ")
 	}
-	st := *cfg
-	// The view's other lines start at its left edge and are not set off
-	// by blank lines: the document's margin and padding lines would make
-	// the agent's text stand apart from the rest.
-	zero := uint(0)
-	st.Document.Margin = &zero
-	st.Document.BlockPrefix, st.Document.BlockSuffix = "", ""
-	if style == styles.NoTTYStyle {
-		profile = termenv.Ascii
-	}
-	return &tuiMarkdown{style: st, profile: profile}
-}
-
-// render renders src wrapped to width; text glamour cannot render is
-// shown as it is, wrapped.
-func (md *tuiMarkdown) render(src string, width int) string {
-	if md.r == nil || md.width != width {
-		r, err := glamour.NewTermRenderer(glamour.WithStyles(md.style), glamour.WithColorProfile(md.profile), glamour.WithWordWrap(width))
-		if err != nil {
-			return ansi.Wrap(src, width, " ")
-		}
-		md.r, md.width = r, width
-	}
-	md.renders++
-	out, err := md.r.Render(src)
-	if err != nil {
-		return ansi.Wrap(src, width, " ")
-	}
-	// A code block's long lines are not wrapped by glamour: the viewport
-	// would cut them.
-	lines := strings.Split(ansi.Hardwrap(out, width, true), "\n")
-	for i, l := range lines {
-		lines[i] = trimPadding(l)
-	}
-	return strings.Trim(strings.Join(lines, "\n"), "\n")
-}
-
-// trimPadding removes the spaces glamour pads each line to the width with,
-// each in a colour sequence of its own (some 15 bytes a column, kept for
-// every line of a long thread), and ends a line it shortened with a reset.
-func trimPadding(l string) string {
-	t := l
-	for {
-		if s := strings.TrimRight(t, " "); s != t {
-			t = s
-			continue
-		}
-		if strings.HasSuffix(t, "m") {
-			if i := strings.LastIndex(t, "\x1b["); i >= 0 && strings.Trim(t[i+2:len(t)-1], "0123456789;") == "" {
-				t = t[:i]
-				continue
-			}
-		}
-		break
-	}
-	if len(t) < len(l) && strings.Contains(t, "\x1b[") {
-		t += "\x1b[0m"
-	}
-	return t
+	m.mdRenders++
+	return m.md(src, width)
 }
 
 // mdCache is a Markdown line's rendering for one width: of the first n
@@ -118,7 +49,7 @@ type mdCache struct {
 // markdown is the line's rendering for width, from its cache when neither
 // its text nor the width changed since: a redraw renders nothing again,
 // and a resize each message once. glamour takes tens of milliseconds for
-// a few KiB (see BenchmarkTUIMarkdownStream): rendering a streaming
+// a few KiB (see cmd/internal/tuimarkdown's BenchmarkRenderStream): rendering a streaming
 // message whole again for each delta would stall the event loop, so its
 // blocks are rendered one by one as they end, and the message whole once
 // it has ended.
@@ -134,7 +65,7 @@ func (m *tuiModel) markdown(l *outLine, width int) string {
 			if end < 0 {
 				break
 			}
-			if seg := m.md.render(l.text[c.n:end], width); seg != "" {
+			if seg := m.renderMarkdown(l.text[c.n:end], width); seg != "" {
 				if c.out != "" {
 					c.out += "\n\n"
 				}
@@ -154,7 +85,7 @@ func (m *tuiModel) markdown(l *outLine, width int) string {
 	if c != nil && !c.partial && c.width == width && c.n == len(l.text) {
 		return c.out
 	}
-	out := m.md.render(l.text, width)
+	out := m.renderMarkdown(l.text, width)
 	l.md = &mdCache{width: width, n: len(l.text), out: out}
 	return out
 }

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/charmbracelet/glamour/styles"
 	"github.com/charmbracelet/x/ansi"
+	"github.com/deepcode-dev/deepcode/cmd/internal/tuimarkdown"
 	"github.com/deepcode-dev/deepcode/shared/client"
 	"github.com/muesli/termenv"
 )
@@ -46,8 +46,9 @@ func mdView(t *testing.T) *threadView {
 // no heading marker, bullets, no ** or fence — and a command's output is
 // shown as it is; with NO_COLOR's style there is no escape sequence.
 func TestTUIMarkdownRendered(t *testing.T) {
-	for _, style := range []string{styles.DarkStyle, styles.NoTTYStyle} {
-		m := &tuiModel{st: newTUIStyles(), md: newTUIMarkdown(style, termenv.ANSI256), view: mdView(t)}
+	for _, noColor := range []bool{false, true} {
+		style := tuimarkdown.StyleName(noColor, true)
+		m := &tuiModel{st: newTUIStyles(), md: tuimarkdown.New(noColor, true, termenv.ANSI256).Render, view: mdView(t)}
 		raw := m.content(60)
 		plain := ansi.Strip(raw)
 		for _, want := range []string{"• first", "• second step", `fmt.Println("hi")`, "$ cat notes.md", "# not a heading"} {
@@ -63,8 +64,8 @@ func TestTUIMarkdownRendered(t *testing.T) {
 				t.Errorf("%s: line %d is %d columns wide, over 60: %q", style, i, w, l)
 			}
 		}
-		switch style {
-		case styles.NoTTYStyle:
+		switch {
+		case noColor:
 			if raw != plain {
 				t.Errorf("notty: escape sequences in %q", raw)
 			}
@@ -79,18 +80,40 @@ func TestTUIMarkdownRendered(t *testing.T) {
 	}
 }
 
+// TestTUIMarkdownWithoutRenderer: without deepcode-tui's renderer (a
+// deepcode that cannot find it) the agent's message is shown as its text,
+// wrapped to the width, streaming or ended.
+func TestTUIMarkdownWithoutRenderer(t *testing.T) {
+	m := &tuiModel{st: newTUIStyles(), view: mdView(t)}
+	m.view.writeMarkdown("a second message, long enough to be wrapped on a terminal of forty columns")
+	out := m.content(40)
+	for _, want := range []string{"# Plan", "- first **bold** step", "```go", "$ cat notes.md"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("%q is not shown as it is:\n%s", want, out)
+		}
+	}
+	for i, l := range strings.Split(out, "\n") {
+		if w := ansi.StringWidth(l); w > 40 {
+			t.Errorf("line %d is %d columns wide, over 40: %q", i, w, l)
+		}
+	}
+	if !strings.Contains(out, "a second message, long enough to be\nwrapped") {
+		t.Errorf("the streaming message is not wrapped at 40 columns:\n%s", out)
+	}
+}
+
 // TestTUIMarkdownCache: a redraw at the same width renders nothing again;
 // a new width renders each message once; a message that still streams is
 // not rendered until it ends.
 func TestTUIMarkdownCache(t *testing.T) {
-	m := &tuiModel{st: newTUIStyles(), md: newTUIMarkdown(styles.DarkStyle, termenv.ANSI256), view: mdView(t)}
+	m := &tuiModel{st: newTUIStyles(), md: tuimarkdown.New(false, true, termenv.ANSI256).Render, view: mdView(t)}
 	m.view.writeMarkdown("a second message, long enough to be wrapped on a terminal of forty columns")
 	m.view.closeLine()
 	step := func(width, want int) string {
 		t.Helper()
 		out := m.content(width)
-		if m.md.renders != want {
-			t.Fatalf("after content(%d): %d renderings, want %d", width, m.md.renders, want)
+		if m.mdRenders != want {
+			t.Fatalf("after content(%d): %d renderings, want %d", width, m.mdRenders, want)
 		}
 		return out
 	}
@@ -119,45 +142,20 @@ func TestTUIMarkdownCache(t *testing.T) {
 	step(40, 5)
 }
 
-func TestTUIMarkdownTrimPadding(t *testing.T) {
-	for in, want := range map[string]string{
-		"plain   ": "plain",
-		"\x1b[1mbold\x1b[0m\x1b[38;5;252m \x1b[0m": "\x1b[1mbold\x1b[0m",
-		"\x1b[38;5;252m \x1b[0m":                   "",
-		"no padding":                               "no padding",
-		"a \x1b[1m b":                              "a \x1b[1m b",
-	} {
-		if got := trimPadding(in); got != want {
-			t.Errorf("trimPadding(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-// BenchmarkTUIMarkdownStream: the cost of rendering a streamed message of
-// some 4 KiB again for each delta (what a redraw does while it streams).
-func BenchmarkTUIMarkdownStream(b *testing.B) {
-	src := strings.Repeat(tuiMarkdownSample+"Some **words** of a paragraph that goes on for a while, with `code` in it.\n\n", 24)
-	md := newTUIMarkdown(styles.DarkStyle, termenv.ANSI256)
-	b.SetBytes(int64(len(src)))
-	for b.Loop() {
-		md.render(src, 100)
-	}
-}
-
 // TestTUIMarkdownStreaming: a message that streams is rendered block by
 // block as each ends, each block once; the block still being written is
 // shown as text — a code fence's blank line does not end it — and the
 // ended message is rendered whole.
 func TestTUIMarkdownStreaming(t *testing.T) {
 	v := newThreadView("thr_1", "")
-	m := &tuiModel{st: newTUIStyles(), md: newTUIMarkdown(styles.DarkStyle, termenv.ANSI256), view: v}
+	m := &tuiModel{st: newTUIStyles(), md: tuimarkdown.New(false, true, termenv.ANSI256).Render, view: v}
 	step := func(add string, renders int, want, not []string) {
 		t.Helper()
 		v.writeMarkdown(add)
 		for range 2 { // a redraw renders nothing again
 			out := ansi.Strip(m.content(60))
-			if m.md.renders != renders {
-				t.Fatalf("after %q: %d renderings, want %d", add, m.md.renders, renders)
+			if m.mdRenders != renders {
+				t.Fatalf("after %q: %d renderings, want %d", add, m.mdRenders, renders)
 			}
 			for _, w := range want {
 				if !strings.Contains(out, w) {

@@ -7,14 +7,14 @@
 // serial console, a plain pty) paid 5 s, and a late answer could land in
 // the shell's input.
 //
-// termenv never asks when TERM is "dumb". main imports this package first:
-// its init sets TERM=dumb for the other packages' inits, and main calls
-// Restore before it does anything else. This relies on Go's
-// initialization order (among the packages whose imports are initialized,
-// the one with the smallest import path goes first): this package imports
-// only os, and its path sorts before github.com/muesli/termenv, which
-// lipgloss and bubbletea import. A test runs deepcode on a pty and fails
-// on any OSC 11 in its output.
+// termenv never asks when TERM is "dumb". The mains of deepcode and
+// deepcode-tui import this package first: its init sets TERM=dumb for the
+// other packages' inits, and main calls Restore before it does anything
+// else. This relies on Go's initialization order (among the packages whose
+// imports are initialized, the one with the smallest import path goes
+// first): this package imports only os, and its path sorts before
+// github.com/muesli/termenv, which lipgloss, bubbletea and glamour import.
+// A test runs deepcode on a pty and fails on any OSC 11 in its output.
 package noquery
 
 import "os"
