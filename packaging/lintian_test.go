@@ -21,6 +21,7 @@ var staticBinaries = []string{
 	"usr/libexec/deepcode/deepcode-agentd", "usr/libexec/deepcode/deepcode-gateway",
 	"usr/libexec/deepcode/deepcode-manager", "usr/libexec/deepcode/deepcode-scheduler",
 	"usr/libexec/deepcode/deepcode-supervisor", "usr/libexec/deepcode/deepcode-termhost",
+	"usr/libexec/deepcode/deepcode-tui",
 }
 
 // lintianTag is one tag line of lintian's output: "E: deepcode: tag [context]"

@@ -35,7 +35,9 @@ selected thread's state: idle, working (with a spinner and the time the turn
 has run), waiting for your approval, and how many turns are queued; --ids
 adds the instance's and the thread's ids. The agent's messages are rendered
 as Markdown, wrapped to the terminal's width; prompts and command output are
-shown as they are.
+shown as they are. (The TUI is deepcode-tui, run with these arguments from
+beside deepcode or from $DEEPCODE_LIBEXEC; without it, deepcode runs the TUI
+itself and shows the agent's messages as their text.)
 
 Keys: enter sends the prompt (a new thread's first turn, a new turn of an
 idle thread, or steering for its running turn); ctrl+j inserts a newline;
