@@ -5,13 +5,7 @@ package main
 import (
 	"os"
 
-	// First: its init runs before bubbletea's (see the package).
-	"github.com/deepcode-dev/deepcode/cmd/internal/noquery"
-
 	"github.com/deepcode-dev/deepcode/cmd/deepcode/cli"
 )
 
-func main() {
-	noquery.Restore()
-	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
-}
+func main() { os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr)) }

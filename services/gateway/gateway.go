@@ -6,7 +6,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -98,24 +97,7 @@ func setup(_ context.Context, svc *service.Service) error {
 			r.Get(RouteBusinessRPC, g.business.serve)
 		}
 	}
-	svc.LinkRPC.Handle(api.NotifyServicePhase, rpc.HandlerFunc(func(_ context.Context, req *rpc.Request) (any, error) {
-		var p struct {
-			Phase string `json:"phase"`
-		}
-		if err := json.Unmarshal(req.Params, &p); err == nil && p.Phase != "" {
-			g.phase.Store(p.Phase)
-		}
-		msg, err := rpc.NewNotification(req.Method, req.Params)
-		if err != nil {
-			return nil, err
-		}
-		b, err := rpc.Encode(msg)
-		if err != nil {
-			return nil, err
-		}
-		g.business.fanout(b)
-		return nil, nil
-	}))
+	g.linkMethods(svc.LinkRPC)
 	g.bg.Add(1)
 	go func() { defer g.bg.Done(); g.business.events.run(svc.Context()) }()
 	svc.Stop = func(context.Context) error {
@@ -125,10 +107,31 @@ func setup(_ context.Context, svc *service.Service) error {
 		}
 		return nil
 	}
-	svc.LinkRPC.Handle(mgmt.MethodGatewayIssueTicket, rpc.Method(func(ctx context.Context, _ struct{}) (IssuedTicket, error) {
+	return nil
+}
+
+// linkMethods registers the gateway's extras on its end of the manager's
+// link: it passes the instance's phase on to its clients, and alone holds
+// the browser tickets auth/issue hands out.
+func (g *Gateway) linkMethods(mux *rpc.Mux) {
+	mux.Handle(api.NotifyServicePhase, rpc.Method(func(_ context.Context, p api.ServicePhaseParams) (struct{}, error) {
+		if p.Phase != "" {
+			g.phase.Store(p.Phase)
+		}
+		msg, err := rpc.NewNotification(api.NotifyServicePhase, p)
+		if err != nil {
+			return struct{}{}, err
+		}
+		b, err := rpc.Encode(msg)
+		if err != nil {
+			return struct{}{}, err
+		}
+		g.business.fanout(b)
+		return struct{}{}, nil
+	}))
+	mux.Handle(mgmt.MethodGatewayIssueTicket, rpc.Method(func(ctx context.Context, _ struct{}) (mgmt.IssuedTicket, error) {
 		return g.tickets.Issue()
 	}))
-	return nil
 }
 
 // httpHandler serves the TCP port: Host is checked on every route.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/mgmt"
 )
 
 // Limits of browser tickets, from the seed.
@@ -16,12 +17,6 @@ const (
 	MaxPendingTickets = 64
 	TicketTTL         = 60 * time.Second
 )
-
-// IssuedTicket is a fresh single-use ticket.
-type IssuedTicket struct {
-	Ticket    string `json:"ticket"`
-	ExpiresIn int    `json:"expiresIn"`
-}
 
 // Tickets holds pending browser tickets in memory only: a restart
 // invalidates every unused one.
@@ -39,20 +34,20 @@ func NewTickets(max int, ttl time.Duration) *Tickets {
 }
 
 // Issue creates a ticket, refusing when max unexpired tickets are pending.
-func (t *Tickets) Issue() (IssuedTicket, error) {
+func (t *Tickets) Issue() (mgmt.IssuedTicket, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
-		return IssuedTicket{}, errs.Wrap(err, errs.Internal, "no randomness")
+		return mgmt.IssuedTicket{}, errs.Wrap(err, errs.Internal, "no randomness")
 	}
 	tk := base64.RawURLEncoding.EncodeToString(b)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.expireLocked()
 	if len(t.pending) >= t.max {
-		return IssuedTicket{}, errs.New(errs.Overloaded, "%d browser tickets are already pending; use one or wait a minute", t.max)
+		return mgmt.IssuedTicket{}, errs.New(errs.Overloaded, "%d browser tickets are already pending; use one or wait a minute", t.max)
 	}
 	t.pending[tk] = t.now().Add(t.ttl)
-	return IssuedTicket{Ticket: tk, ExpiresIn: int(t.ttl / time.Second)}, nil
+	return mgmt.IssuedTicket{Ticket: tk, ExpiresIn: int(t.ttl / time.Second)}, nil
 }
 
 // Consume uses a ticket once. Unknown, used and expired tickets all fail the

@@ -1,7 +1,6 @@
 package manager
 
 import (
-	"context"
 	"net/http"
 	"os"
 	"strconv"
@@ -30,7 +29,7 @@ func (m *Manager) routes() {
 			r.Get("/control/identity", m.handleIdentity)
 			r.Post("/control/rpc", m.handleControl)
 		})
-		r.Get(service.InternalRPCPath, m.handleInternal)
+		r.Get(mgmt.RouteLink, m.handleInternal)
 	}
 	// The manager's readiness is the instance's: replace the skeleton's.
 	m.svc.ReadyHandler = m.handleReady
@@ -107,26 +106,10 @@ func (m *Manager) handleReady(w http.ResponseWriter, r *http.Request) {
 }
 
 func (m *Manager) handleInternal(w http.ResponseWriter, r *http.Request) {
-	mux := rpc.NewMux()
-	mux.Handle(service.MethodRegister, rpc.HandlerFunc(func(ctx context.Context, req *rpc.Request) (any, error) {
-		var p service.RegisterParams
-		if err := rpc.BindParams(req.Params, &p); err != nil {
-			return nil, err
-		}
-		return m.register(p, req.Peer)
-	}))
-	mux.Handle(service.NotifyActivity, rpc.HandlerFunc(func(ctx context.Context, req *rpc.Request) (any, error) {
-		var p service.ActivityParams
-		if err := rpc.BindParams(req.Params, &p); err != nil {
-			return nil, err
-		}
-		m.updateActivity(req.Peer, p)
-		return nil, nil
-	}))
 	// The peers are deepcode's own services (same user, checked): their
 	// activity reports may come in bursts, so the input queue is deeper
 	// than a client's.
-	m.svc.ServePeer(w, r, mux, rpc.PeerOptions{InboundFrames: 4096, InboundBytes: 16 << 20})
+	m.svc.ServePeer(w, r, m.link, rpc.PeerOptions{InboundFrames: 4096, InboundBytes: 16 << 20})
 }
 
 func (m *Manager) status() mgmt.Status {

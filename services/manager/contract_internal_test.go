@@ -17,3 +17,13 @@ func TestContractRegistry(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestContractLinkRegistry does the same for the manager's end of the link
+// (what the services send it there).
+func TestContractLinkRegistry(t *testing.T) {
+	m := &Manager{}
+	m.methods()
+	for _, err := range apitest.CheckLink(api.ServiceManager, m.link) {
+		t.Error(err)
+	}
+}

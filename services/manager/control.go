@@ -9,7 +9,6 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/mgmt"
 	"github.com/deepcode-dev/deepcode/shared/rpc"
-	"github.com/deepcode-dev/deepcode/shared/service"
 )
 
 func (m *Manager) methods() {
@@ -35,6 +34,17 @@ func (m *Manager) methods() {
 		return m.phaseResult(), nil
 	}))
 	m.control.Handle(mgmt.MethodIssue, rpc.Method(m.issueTicket))
+
+	// The manager's end of the link (the contract's link surface): the
+	// services register and report their activity over it.
+	m.link = rpc.NewMux()
+	m.link.Handle(mgmt.MethodServiceRegister, rpc.Method(func(ctx context.Context, p mgmt.RegisterParams) (mgmt.RegisterResult, error) {
+		return m.register(p, rpc.PeerFromContext(ctx))
+	}))
+	m.link.Handle(mgmt.NotifyServiceActivity, rpc.Method(func(ctx context.Context, p mgmt.ActivityParams) (struct{}, error) {
+		m.updateActivity(rpc.PeerFromContext(ctx), p)
+		return struct{}{}, nil
+	}))
 }
 
 func (m *Manager) phaseResult() mgmt.PhaseResult {
@@ -87,10 +97,10 @@ func (m *Manager) drain(ctx context.Context, timeout time.Duration) error {
 		return errs.New(errs.ServiceUnavailable, "the instance is already stopping")
 	}
 	restore := func() {
-		m.broadcast(context.WithoutCancel(ctx), service.MethodResume)
+		m.broadcast(context.WithoutCancel(ctx), mgmt.MethodServiceResume)
 		m.setPhase(prev)
 	}
-	if err := m.broadcast(ctx, service.MethodDrain); err != nil {
+	if err := m.broadcast(ctx, mgmt.MethodServiceDrain); err != nil {
 		restore()
 		return err
 	}
@@ -110,7 +120,7 @@ func (m *Manager) resume(ctx context.Context) error {
 	if phase == PhaseStopping {
 		return errs.New(errs.ServiceUnavailable, "the instance is stopping and cannot resume")
 	}
-	if err := m.broadcast(ctx, service.MethodResume); err != nil {
+	if err := m.broadcast(ctx, mgmt.MethodServiceResume); err != nil {
 		return err
 	}
 	m.setPhase(PhaseRunning)
@@ -123,10 +133,10 @@ func (m *Manager) cancelRunning(ctx context.Context, timeout time.Duration) erro
 	m.drainMu.Lock()
 	defer m.drainMu.Unlock()
 	m.setPhase(PhaseDraining)
-	if err := m.broadcast(ctx, service.MethodDrain); err != nil {
+	if err := m.broadcast(ctx, mgmt.MethodServiceDrain); err != nil {
 		return err
 	}
-	if err := m.broadcast(ctx, service.MethodCancel); err != nil {
+	if err := m.broadcast(ctx, mgmt.MethodServiceCancel); err != nil {
 		return err
 	}
 	if err := m.waitIdle(ctx, timeout); err != nil {
@@ -143,7 +153,7 @@ func (m *Manager) broadcast(ctx context.Context, method string) error {
 		go func() {
 			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			var a service.ActivityParams
+			var a mgmt.ActivityParams
 			err := reg.peer.Call(cctx, method, nil, &a)
 			if err == nil {
 				m.updateActivity(reg.peer, a)
@@ -200,10 +210,9 @@ func (m *Manager) issueTicket(ctx context.Context, _ struct{}) (mgmt.TicketResul
 	if gw == nil {
 		return mgmt.TicketResult{}, errs.New(errs.ServiceUnavailable, "the gateway is not running, so no browser ticket can be issued; check `deepcode service status`")
 	}
-	var res mgmt.TicketResult
-	if err := gw.peer.Call(ctx, mgmt.MethodGatewayIssueTicket, nil, &res); err != nil {
+	var tk mgmt.IssuedTicket
+	if err := gw.peer.Call(ctx, mgmt.MethodGatewayIssueTicket, nil, &tk); err != nil {
 		return mgmt.TicketResult{}, err
 	}
-	res.InstanceID = m.svc.InstanceID()
-	return res, nil
+	return mgmt.TicketResult{InstanceID: m.svc.InstanceID(), Ticket: tk.Ticket, ExpiresIn: tk.ExpiresIn}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/deepcode-dev/deepcode/shared/activation"
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/config"
 	"github.com/deepcode-dev/deepcode/shared/discovery"
 	"github.com/deepcode-dev/deepcode/shared/errs"
@@ -55,6 +56,7 @@ type Manager struct {
 	challenges *localauth.ChallengeCache
 	expected   map[string]string // service name → "always" | "on-demand"
 	control    *rpc.Mux
+	link       *rpc.Mux
 
 	mu        sync.Mutex
 	instance  discovery.Instance
@@ -67,7 +69,7 @@ type Manager struct {
 }
 
 type registration struct {
-	service.RegisterParams
+	mgmt.RegisterParams
 	peer  *rpc.Peer
 	since time.Time
 	seq   uint64 // of the newest activity report applied
@@ -225,9 +227,9 @@ func (m *Manager) notifyChangedLocked() {
 	m.changed = make(chan struct{})
 }
 
-func (m *Manager) register(p service.RegisterParams, peer *rpc.Peer) (service.RegisterResult, error) {
+func (m *Manager) register(p mgmt.RegisterParams, peer *rpc.Peer) (mgmt.RegisterResult, error) {
 	if p.Name == "" || p.Name == "manager" || len(p.Name) > 64 {
-		return service.RegisterResult{}, errs.New(errs.InvalidParams, "invalid service name %q", p.Name)
+		return mgmt.RegisterResult{}, errs.New(errs.InvalidParams, "invalid service name %q", p.Name)
 	}
 	reg := &registration{RegisterParams: p, peer: peer, since: time.Now()}
 	m.mu.Lock()
@@ -247,7 +249,7 @@ func (m *Manager) register(p service.RegisterParams, peer *rpc.Peer) (service.Re
 		<-peer.Done()
 		m.unregister(reg)
 	}()
-	return service.RegisterResult{InstanceID: m.svc.InstanceID(), Phase: phase, SchemaVersion: schema.Latest()}, nil
+	return mgmt.RegisterResult{InstanceID: m.svc.InstanceID(), Phase: phase, SchemaVersion: schema.Latest()}, nil
 }
 
 func (m *Manager) unregister(reg *registration) {
@@ -260,7 +262,7 @@ func (m *Manager) unregister(reg *registration) {
 	m.mu.Unlock()
 }
 
-func (m *Manager) updateActivity(peer *rpc.Peer, a service.ActivityParams) {
+func (m *Manager) updateActivity(peer *rpc.Peer, a mgmt.ActivityParams) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, reg := range m.services {
@@ -335,7 +337,7 @@ func (m *Manager) setPhase(p string) (prev string) {
 	if prev != p {
 		m.svc.Log.Info("phase", "from", prev, "to", p)
 		for _, reg := range m.peers() {
-			reg.peer.Notify("service.phase", map[string]string{"phase": p})
+			reg.peer.Notify(api.NotifyServicePhase, api.ServicePhaseParams{Phase: p})
 		}
 	}
 	return prev

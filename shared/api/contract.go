@@ -23,6 +23,10 @@ const (
 	ServiceTermhost  = "termhost"
 	ServiceScheduler = "scheduler"
 	ServiceManager   = "manager"
+	// ServiceEvery stands for every service the manager links to: each
+	// serves the link methods it names through shared/service, and sends
+	// the link notifications it names.
+	ServiceEvery = "every"
 )
 
 // Surfaces: where a method is called.
@@ -36,6 +40,12 @@ const (
 	// runtime folder) only: the gateway does not forward it. Methods that
 	// write files where they are told (store/backup) are local.
 	SurfaceLocal = "local"
+	// SurfaceLink is the manager's private link socket (manager.sock
+	// mgmt.RouteLink, in the user's private runtime folder), never the
+	// gateway's: the manager and each service call each other there. The
+	// manager serves what a service sends it; a service serves, on its end,
+	// what the manager calls.
+	SurfaceLink = "link"
 )
 
 // Empty is the params or result of a method that takes or returns nothing
@@ -69,8 +79,16 @@ type NotificationSpec struct {
 	Name string
 	// Service sends the notification (the gateway passes it on).
 	Service string
-	Params  any
-	Summary string
+	// Surface is where it is received: SurfaceBusiness (clients), or
+	// SurfaceLink for what only the manager and the services see.
+	Surface string
+	// LinkHandler is the side whose link handler takes it, when it travels
+	// the link: service.phase goes from the manager to every service, the
+	// gateway handles it (and passes it on to its clients), the others
+	// ignore it.
+	LinkHandler string
+	Params      any
+	Summary     string
 }
 
 // ParamsType and ResultType are the Go types on the wire.
@@ -212,6 +230,19 @@ var Contract = []MethodSpec{
 		Errors: controlErrs, DrainSafe: true, Retry: RetryNever, Summary: "ends a drain"},
 	{Name: mgmt.MethodIssue, Service: ServiceManager, Surface: SurfaceControl, Params: Empty{}, Result: mgmt.TicketResult{},
 		Errors: append(slices.Clone(controlErrs), errs.ServiceNotRunning), DrainSafe: true, Retry: RetryNever, Summary: "a one-time browser ticket from the gateway"},
+
+	// The link. Drain-safe all: a drain is itself carried by it, and a
+	// drained service must still hear resume.
+	{Name: mgmt.MethodServiceRegister, Service: ServiceManager, Surface: SurfaceLink, Params: mgmt.RegisterParams{}, Result: mgmt.RegisterResult{},
+		DrainSafe: true, Retry: RetryNever, Summary: "a service announces itself (replacing an older registration of its name) and learns the instance and its phase"},
+	{Name: mgmt.MethodServiceDrain, Service: ServiceEvery, Surface: SurfaceLink, Params: Empty{}, Result: mgmt.ActivityParams{},
+		DrainSafe: true, Retry: RetrySafe, Summary: "pauses the service's admission of new work; answers its activity after"},
+	{Name: mgmt.MethodServiceResume, Service: ServiceEvery, Surface: SurfaceLink, Params: Empty{}, Result: mgmt.ActivityParams{},
+		DrainSafe: true, Retry: RetrySafe, Summary: "opens admission again; answers the activity after"},
+	{Name: mgmt.MethodServiceCancel, Service: ServiceEvery, Surface: SurfaceLink, Params: Empty{}, Result: mgmt.ActivityParams{},
+		DrainSafe: true, Retry: RetrySafe, Summary: "stops the service's running work (stop --cancel-running); answers the activity after"},
+	{Name: mgmt.MethodGatewayIssueTicket, Service: ServiceGateway, Surface: SurfaceLink, Params: Empty{}, Result: mgmt.IssuedTicket{},
+		DrainSafe: true, Retry: RetryNever, Summary: "a fresh single-use browser ticket, for auth/issue"},
 }
 
 // ServicePhaseParams are the params of service.phase.
@@ -221,10 +252,13 @@ type ServicePhaseParams struct {
 
 // Notifications lists every notification a client receives.
 var Notifications = []NotificationSpec{
-	{Name: NotifyThreadEvent, Service: ServiceAgentd, Params: Event{}, Summary: "one durable event of a thread, as event/replay returns it"},
-	{Name: NotifyServicePhase, Service: ServiceManager, Params: ServicePhaseParams{}, Summary: "the instance's phase changed (running, draining, stopping)"},
-	{Name: NotifyTerminalOutput, Service: ServiceTermhost, Params: TerminalOutputNotification{}, Summary: "new terminal output (a hint: read gaps back with terminal/read)"},
-	{Name: NotifyTerminalExit, Service: ServiceTermhost, Params: TerminalExitNotification{}, Summary: "a terminal's process exited"},
+	{Name: NotifyThreadEvent, Service: ServiceAgentd, Surface: SurfaceBusiness, Params: Event{}, Summary: "one durable event of a thread, as event/replay returns it"},
+	{Name: NotifyServicePhase, Service: ServiceManager, Surface: SurfaceBusiness, LinkHandler: ServiceGateway, Params: ServicePhaseParams{},
+		Summary: "the instance's phase changed (running, draining, stopping)"},
+	{Name: NotifyTerminalOutput, Service: ServiceTermhost, Surface: SurfaceBusiness, Params: TerminalOutputNotification{}, Summary: "new terminal output (a hint: read gaps back with terminal/read)"},
+	{Name: NotifyTerminalExit, Service: ServiceTermhost, Surface: SurfaceBusiness, Params: TerminalExitNotification{}, Summary: "a terminal's process exited"},
+	{Name: mgmt.NotifyServiceActivity, Service: ServiceEvery, Surface: SurfaceLink, LinkHandler: ServiceManager, Params: mgmt.ActivityParams{},
+		Summary: "a service's activity, draining or readiness changed (coalesced, latest wins; the manager keeps the highest seq)"},
 }
 
 var byName = func() map[string]*MethodSpec {
@@ -247,16 +281,47 @@ func Lookup(method string) (MethodSpec, bool) {
 	return *m, true
 }
 
-// ServedBy lists the names of the methods service serves, sorted.
+// ServedBy lists the names of the methods service serves on its own
+// sockets (the link's aside: see LinkServedBy), sorted.
 func ServedBy(service string) []string {
 	var out []string
 	for _, m := range Contract {
-		if m.Serves(service) {
+		if m.Surface != SurfaceLink && m.Serves(service) {
 			out = append(out, m.Name)
 		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// LinkServedBy lists the names of the link methods and notifications side
+// handles on its end of the link, sorted: ServiceManager for the
+// manager's, ServiceEvery for what shared/service serves for every
+// service, a service's name for its own extras (its LinkRPC).
+func LinkServedBy(side string) []string {
+	var out []string
+	for _, m := range Contract {
+		if m.Surface == SurfaceLink && m.Service == side {
+			out = append(out, m.Name)
+		}
+	}
+	for _, n := range Notifications {
+		if n.LinkHandler == side {
+			out = append(out, n.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// LookupNotification finds a notification's spec.
+func LookupNotification(name string) (NotificationSpec, bool) {
+	for _, n := range Notifications {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return NotificationSpec{}, false
 }
 
 // Route is the service a business method goes to behind the gateway; ok

@@ -58,9 +58,6 @@ const (
 	MethodDrain  = "supervisor/drain"
 	MethodResume = "supervisor/resume"
 	MethodIssue  = "auth/issue"
-	// MethodGatewayIssueTicket is what the manager asks the gateway, which
-	// alone holds tickets and sessions in memory.
-	MethodGatewayIssueTicket = "gateway/issueTicket"
 )
 
 // Phases of an instance. "stopped" and "starting" are only ever reported

@@ -7,18 +7,12 @@ import (
 
 	"github.com/deepcode-dev/deepcode/shared/buildinfo"
 	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/mgmt"
 	"github.com/deepcode-dev/deepcode/shared/paths"
 	"github.com/deepcode-dev/deepcode/shared/rpc"
 )
 
-// Internal methods between the manager and the other services.
 const (
-	MethodRegister     = "service/register"
-	MethodDrain        = "service/drain"
-	MethodResume       = "service/resume"
-	MethodCancel       = "service/cancel"
-	NotifyActivity     = "service.activity"
-	InternalRPCPath    = "/internal/rpc"
 	linkBackoffInitial = 50 * time.Millisecond
 	linkBackoffMax     = 5 * time.Second
 	reportInterval     = 10 * time.Millisecond
@@ -26,41 +20,6 @@ const (
 	// (see urgentReport).
 	countsInterval = 250 * time.Millisecond
 )
-
-// RegisterParams is what a service tells the manager when it connects.
-type RegisterParams struct {
-	Name     string   `json:"name"`
-	PID      int      `json:"pid"`
-	Version  string   `json:"version"`
-	Protocol string   `json:"protocolVersion"`
-	Activity Activity `json:"activity"`
-	Draining bool     `json:"draining"`
-	// NotReady is set while the service runs but refuses writes.
-	NotReady NotReady `json:"notReady,omitzero"`
-	// Stopping: the service's graceful stop runs (it exits at its end).
-	Stopping bool `json:"stopping,omitempty"`
-	// Address is the TCP address a service serves, if any (the gateway).
-	Address string `json:"address,omitempty"`
-}
-
-// RegisterResult is the manager's answer.
-type RegisterResult struct {
-	InstanceID    string `json:"instanceId"`
-	Phase         string `json:"phase"`
-	SchemaVersion int    `json:"schemaVersion"`
-}
-
-// ActivityParams is the service.activity notification, and the answer to
-// service/drain, service/resume and service/cancel. Seq orders reports of one
-// service process: the manager keeps the report with the highest Seq, so a
-// reply computed before a notification never overwrites it.
-type ActivityParams struct {
-	Activity Activity `json:"activity"`
-	Draining bool     `json:"draining"`
-	NotReady NotReady `json:"notReady,omitzero"`
-	Stopping bool     `json:"stopping,omitempty"`
-	Seq      uint64   `json:"seq"`
-}
 
 // link keeps a service connected to the manager: it registers, reports
 // activity as it changes (coalesced, latest value wins), and serves the
@@ -81,32 +40,40 @@ func (l *link) wake() {
 	}
 }
 
-func (l *link) handler() rpc.Handler {
+// methods are what every service serves on its end of the link (the
+// contract's link methods of api.ServiceEvery).
+func (l *link) methods() *rpc.Mux {
 	mux := rpc.NewMux()
-	mux.HandleFunc(MethodDrain, func(ctx context.Context, _ *rpc.Request) (any, error) {
+	mux.Handle(mgmt.MethodServiceDrain, rpc.Method(func(ctx context.Context, _ struct{}) (mgmt.ActivityParams, error) {
 		if err := l.svc.setDraining(ctx, true); err != nil {
-			return nil, err
+			return mgmt.ActivityParams{}, err
 		}
 		return l.svc.activityReport(), nil
-	})
+	}))
 	// Each answer reports the activity after the operation: the manager
 	// records it, so an activity read before Cancel (still busy) would
 	// overwrite the idle report Cancel itself triggered, and a drain after
 	// --cancel-running would wait for its whole deadline.
-	mux.HandleFunc(MethodResume, func(ctx context.Context, _ *rpc.Request) (any, error) {
+	mux.Handle(mgmt.MethodServiceResume, rpc.Method(func(ctx context.Context, _ struct{}) (mgmt.ActivityParams, error) {
 		if err := l.svc.setDraining(ctx, false); err != nil {
-			return nil, err
+			return mgmt.ActivityParams{}, err
 		}
 		return l.svc.activityReport(), nil
-	})
-	mux.HandleFunc(MethodCancel, func(ctx context.Context, _ *rpc.Request) (any, error) {
+	}))
+	mux.Handle(mgmt.MethodServiceCancel, rpc.Method(func(ctx context.Context, _ struct{}) (mgmt.ActivityParams, error) {
 		if l.svc.Cancel != nil {
 			if err := l.svc.Cancel(ctx); err != nil {
-				return nil, err
+				return mgmt.ActivityParams{}, err
 			}
 		}
 		return l.svc.activityReport(), nil
-	})
+	}))
+	return mux
+}
+
+// handler serves the link: the service's own LinkRPC extras first.
+func (l *link) handler() rpc.Handler {
+	mux := l.methods()
 	return rpc.HandlerFunc(func(ctx context.Context, req *rpc.Request) (any, error) {
 		if l.svc.LinkRPC.Has(req.Method) {
 			return l.svc.LinkRPC.ServeRPC(ctx, req)
@@ -140,7 +107,7 @@ func (l *link) session(ctx context.Context) (registered bool, err error) {
 	conn, err := rpc.Dial(ctx, rpc.DialOptions{
 		Network: "unix",
 		Address: l.svc.Layout.Socket(paths.ManagerSocket),
-		Path:    InternalRPCPath,
+		Path:    mgmt.RouteLink,
 		Timeout: 5 * time.Second,
 	})
 	if err != nil {
@@ -153,11 +120,11 @@ func (l *link) session(ctx context.Context) (registered bool, err error) {
 		peer.Close(rpc.CloseNormal, "service stopping")
 		<-runDone
 	}()
-	var res RegisterResult
+	var res mgmt.RegisterResult
 	callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	atRegister := l.svc.reportNow()
 	l.svc.setReported(atRegister)
-	err = peer.Call(callCtx, MethodRegister, RegisterParams{
+	err = peer.Call(callCtx, mgmt.MethodServiceRegister, mgmt.RegisterParams{
 		Name: l.svc.Name, PID: os.Getpid(), Version: buildinfo.Version, Protocol: buildinfo.ProtocolVersion,
 		Activity: atRegister.activity, Draining: atRegister.draining, NotReady: atRegister.notReady, Stopping: atRegister.stopping, Address: l.svc.tcpAddress(),
 	}, &res)
@@ -207,7 +174,7 @@ func (l *link) session(ctx context.Context) (registered bool, err error) {
 			}
 		}
 		lazy = nil // this report carries the counts too
-		peer.Notify(NotifyActivity, l.svc.activityReport())
+		peer.Notify(mgmt.NotifyServiceActivity, l.svc.activityReport())
 		// Coalesce bursts: at most one report per interval; the next one
 		// carries the latest state.
 		select {

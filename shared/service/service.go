@@ -644,12 +644,12 @@ func (g gatedHandler) Inline(method string) bool { return rpc.IsInline(g.h, meth
 
 // activityReport is a numbered snapshot: the number and the snapshot are
 // taken together, so a higher Seq never carries older activity.
-func (s *Service) activityReport() ActivityParams {
+func (s *Service) activityReport() mgmt.ActivityParams {
 	s.reportMu.Lock()
 	defer s.reportMu.Unlock()
 	s.reportSeq++
 	s.reported = s.reportNow()
-	return ActivityParams{Activity: s.reported.activity, Draining: s.reported.draining, NotReady: s.reported.notReady, Stopping: s.reported.stopping, Seq: s.reportSeq}
+	return mgmt.ActivityParams{Activity: s.reported.activity, Draining: s.reported.draining, NotReady: s.reported.notReady, Stopping: s.reported.stopping, Seq: s.reportSeq}
 }
 
 // reportNow is what a report would tell the manager now.

@@ -174,8 +174,8 @@ func (a *app) agentsShowCommand() *cobra.Command {
 		Short: "Show a logical agent's status and its response or failure",
 		Long: `Show the agent ID (its exact id, thr_…): its status and the latest response,
 or the structured failure of its latest turn. With --json:
-{"id","status","response"?,"error"?:{"code","message","retryable"},
-"errorCode"?,"errorRetryable"?}; errorCode and errorRetryable repeat the
+{"id", "status", "response"?, "error"?: {"code", "message", "retryable"},
+"errorCode"?, "errorRetryable"?}; errorCode and errorRetryable repeat the
 error's code and retryable, present exactly when error is.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

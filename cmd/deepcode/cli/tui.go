@@ -171,12 +171,21 @@ func (a *app) runTUIBinary() (ran bool, code int, why string) {
 	if err != nil {
 		invoked = ""
 	}
+	var self os.FileInfo
+	if exe, err := os.Executable(); err == nil {
+		self, _ = os.Stat(exe)
+	}
 	for _, d := range libexecCandidates(invoked) {
 		p, err := filepath.Abs(filepath.Join(d, tuiBinaryName+exeSuffix))
 		if err != nil {
 			continue
 		}
-		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+		fi, err := os.Stat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if self != nil && os.SameFile(fi, self) {
+			// A link to deepcode itself would run it again, and again.
 			continue
 		}
 		code, err := execTUI(p, a.args)

@@ -9,7 +9,7 @@ import (
 
 // execTUI replaces this process with the TUI binary at path, run with
 // args; it returns only if that failed. The environment is this one's:
-// main has given TERM back its value (noquery).
+// TERM is the real one again (noquery.go).
 func execTUI(path string, args []string) (int, error) {
 	err := syscall.Exec(path, append([]string{path}, args...), os.Environ())
 	return 0, err

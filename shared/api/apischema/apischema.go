@@ -41,9 +41,11 @@ type Method struct {
 
 // Notification is one notification in the document.
 type Notification struct {
-	Service string `json:"service"`
-	Params  string `json:"params"`
-	Summary string `json:"summary"`
+	Service     string `json:"service"`
+	Surface     string `json:"surface"`
+	LinkHandler string `json:"linkHandler,omitempty"`
+	Params      string `json:"params"`
+	Summary     string `json:"summary"`
 }
 
 // Document is the generated schema.
@@ -150,7 +152,7 @@ func Generate() (*Document, error) {
 		if err != nil {
 			return nil, err
 		}
-		doc.Notifications[n.Name] = Notification{Service: n.Service, Params: Ref(p), Summary: n.Summary}
+		doc.Notifications[n.Name] = Notification{Service: n.Service, Surface: n.Surface, LinkHandler: n.LinkHandler, Params: Ref(p), Summary: n.Summary}
 	}
 	for _, t := range api.PayloadTypes {
 		if _, err := add(t); err != nil {

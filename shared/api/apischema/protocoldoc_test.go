@@ -12,15 +12,23 @@ import (
 )
 
 // docSections maps a heading of docs/PROTOCOL.md (its first word) to the
-// service whose methods it describes; "" is a section that describes
-// methods the contract does not hold (the services' internal link).
+// service whose methods it describes, or to the link surface, whose one
+// section describes both ends.
 var docSections = map[string]string{
 	"Management": api.ServiceManager,
 	"Business":   api.ServiceGateway,
 	"agentd":     api.ServiceAgentd,
 	"termhost":   api.ServiceTermhost,
 	"scheduler":  api.ServiceScheduler,
-	"Internal":   "",
+	"Link":       api.SurfaceLink,
+}
+
+// docSection is the section that must describe m.
+func docSection(m api.MethodSpec) string {
+	if m.Surface == api.SurfaceLink {
+		return api.SurfaceLink
+	}
+	return m.Service
 }
 
 var (
@@ -31,12 +39,12 @@ var (
 )
 
 // protocolDoc reads docs/PROTOCOL.md and returns, per method name it
-// describes, the services of the sections describing it, and every
-// slash-separated name it mentions outside the internal section.
+// describes, the sections describing it (docSections' values), and every
+// slash-separated name it mentions.
 func protocolDoc(t *testing.T, text string) (defs map[string][]string, names []string) {
 	t.Helper()
 	defs = map[string][]string{}
-	service, internal := "", false
+	section := ""
 	for line := range strings.SplitSeq(text, "\n") {
 		if h, ok := strings.CutPrefix(line, "## "); ok || strings.HasPrefix(line, "### ") {
 			if !ok {
@@ -45,18 +53,15 @@ func protocolDoc(t *testing.T, text string) (defs map[string][]string, names []s
 			first, _, _ := strings.Cut(h, " ")
 			s, known := docSections[first]
 			if ok { // a level-2 heading starts over
-				service, internal = "", false
+				section = ""
 			}
 			if known {
-				service, internal = s, s == ""
+				section = s
 			}
-			continue
-		}
-		if internal {
 			continue
 		}
 		for _, m := range docDefRE.FindAllStringSubmatch(line, -1) {
-			defs[m[1]] = append(defs[m[1]], service)
+			defs[m[1]] = append(defs[m[1]], section)
 		}
 		for _, m := range docNameRE.FindAllStringSubmatch(line, -1) {
 			names = append(names, m[1])
@@ -66,10 +71,9 @@ func protocolDoc(t *testing.T, text string) (defs map[string][]string, names []s
 }
 
 // TestProtocolDocMethods checks docs/PROTOCOL.md against the contract:
-// every method of the business, control and local surfaces is described
-// (with its params) in its service's section, and the document describes
-// or names no method the contract lacks (the services' internal link
-// aside).
+// every method is described (with its params) in its service's section, a
+// link method in the link's, and the document describes or names no
+// method the contract lacks.
 func TestProtocolDocMethods(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "PROTOCOL.md"))
 	if err != nil {
@@ -77,9 +81,9 @@ func TestProtocolDocMethods(t *testing.T) {
 	}
 	defs, names := protocolDoc(t, string(b))
 	for _, m := range api.Contract {
-		if !slices.Contains(defs[m.Name], m.Service) {
+		if !slices.Contains(defs[m.Name], docSection(m)) {
 			t.Errorf("docs/PROTOCOL.md does not describe %s (%s, %s surface) in the %s section: add \"`%s {params}` → {result}\" there",
-				m.Name, m.Service, m.Surface, m.Service, m.Name)
+				m.Name, m.Service, m.Surface, docSection(m), m.Name)
 		}
 	}
 	// Slash names in a method namespace (thread/, turn/, …) must be methods.
@@ -102,20 +106,21 @@ func TestProtocolDocMethods(t *testing.T) {
 	}
 }
 
-// TestProtocolDocParser: the checker finds descriptions per section and
-// ignores the internal link, so the test above can fail.
+// TestProtocolDocParser: the checker finds descriptions per section, the
+// link's too, so the test above can fail.
 func TestProtocolDocParser(t *testing.T) {
 	text := "## Management (x)\n- `status {}` → `{phase}`\n" +
-		"## Internal (y)\n- `service/register {name}` and `thread/bogus`\n" +
+		"## Link (y)\n- `service/register {name}` and `thread/bogus`\n" +
 		"## Business (z)\n`initialize {protocolVersion}`\n### agentd\n- `turn/start` / `turn/enqueue {threadId}` and `thread/nope`.\n" +
 		"## Discovery\n`thread/read {threadId}` see `shared/rpc`\n"
 	defs, names := protocolDoc(t, text)
 	want := map[string][]string{
-		"status":       {api.ServiceManager},
-		"initialize":   {api.ServiceGateway},
-		"turn/start":   {api.ServiceAgentd},
-		"turn/enqueue": {api.ServiceAgentd},
-		"thread/read":  {""},
+		"status":           {api.ServiceManager},
+		"service/register": {api.SurfaceLink},
+		"initialize":       {api.ServiceGateway},
+		"turn/start":       {api.ServiceAgentd},
+		"turn/enqueue":     {api.ServiceAgentd},
+		"thread/read":      {""},
 	}
 	if len(defs) != len(want) {
 		t.Errorf("defs = %v, want %v", defs, want)
@@ -125,7 +130,7 @@ func TestProtocolDocParser(t *testing.T) {
 			t.Errorf("defs[%s] = %v, want %v", k, defs[k], v)
 		}
 	}
-	if !slices.Equal(names, []string{"turn/start", "thread/nope", "shared/rpc"}) {
+	if !slices.Equal(names, []string{"thread/bogus", "turn/start", "thread/nope", "shared/rpc"}) {
 		t.Errorf("names = %v", names)
 	}
 }

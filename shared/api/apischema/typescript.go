@@ -67,7 +67,9 @@ func addEnums(defs map[string]*jsonschema.Schema) error {
 // per definition (objects as interfaces whose members are optional when
 // not required, enums as unions of string literals, maps as Record, raw
 // JSON as unknown), the Methods map (each method's params and result) and
-// the Notifications map (each notification's params). The output is
+// the Notifications map (the params of each notification a client
+// receives: the link's, between the manager and the services, are left
+// out). The output is
 // deterministic: definitions, methods and notifications sorted by name,
 // members in the Go types' order.
 func (d *Document) TypeScript() ([]byte, error) {
@@ -126,6 +128,9 @@ func (d *Document) TypeScript() ([]byte, error) {
 	b.WriteString(";\n\n/** Every notification a client receives: its params. */\nexport interface Notifications {\n")
 	for _, name := range sortedKeys(d.Notifications) {
 		n := d.Notifications[name]
+		if n.Surface == api.SurfaceLink {
+			continue // between the manager and the services only
+		}
 		p, err := refName(n.Params)
 		if err != nil {
 			return nil, fmt.Errorf("apischema: notification %s: %w", name, err)

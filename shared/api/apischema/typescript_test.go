@@ -55,7 +55,9 @@ func TestTypeScriptEmitter(t *testing.T) {
 			"admin/stop": {Service: "manager", Surface: "control", Retry: "never", Summary: "stops", Params: apischema.Ref("Empty"), Result: apischema.Ref("Empty")},
 		},
 		Notifications: map[string]apischema.Notification{
-			"thing.changed": {Service: "agentd", Params: apischema.Ref("Thing"), Summary: "a thing changed"},
+			"thing.changed": {Service: "agentd", Surface: "business", Params: apischema.Ref("Thing"), Summary: "a thing changed"},
+			// The link's notifications reach no client: not in the module.
+			"thing.reported": {Service: "every", Surface: "link", LinkHandler: "manager", Params: apischema.Ref("Thing"), Summary: "internal"},
 		},
 	}
 	got, err := doc.TypeScript()

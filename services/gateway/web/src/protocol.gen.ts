@@ -247,14 +247,51 @@ export interface MgmtActivity {
   queued: number;
 }
 
+export interface MgmtActivityParams {
+  activity: MgmtActivity;
+  draining: boolean;
+  notReady?: MgmtNotReady;
+  stopping?: boolean;
+  seq: number;
+}
+
 export interface MgmtDrainParams {
   timeout?: number;
+}
+
+export interface MgmtIssuedTicket {
+  ticket: string;
+  expiresIn: number;
+}
+
+export interface MgmtNotReady {
+  state: string;
+  code: string;
+  reason: string;
 }
 
 export interface MgmtPhaseResult {
   instanceId: string;
   phase: string;
   activity: MgmtActivity;
+}
+
+export interface MgmtRegisterParams {
+  name: string;
+  pid: number;
+  version: string;
+  protocolVersion: string;
+  activity: MgmtActivity;
+  draining: boolean;
+  notReady?: MgmtNotReady;
+  stopping?: boolean;
+  address?: string;
+}
+
+export interface MgmtRegisterResult {
+  instanceId: string;
+  phase: string;
+  schemaVersion: number;
 }
 
 export interface MgmtServiceState {
@@ -782,10 +819,20 @@ export interface Methods {
   "automation/update": { params: AutomationUpdateParams; result: AutomationResult };
   /** agentd (business, retry safe): a byte-bounded page of a thread's durable events */
   "event/replay": { params: ReplayParams; result: ReplayResult };
+  /** gateway (link, retry never): a fresh single-use browser ticket, for auth/issue */
+  "gateway/issueTicket": { params: Empty; result: MgmtIssuedTicket };
   /** gateway (business, retry never): the handshake: protocol version, capabilities, subscription */
   "initialize": { params: InitializeParams; result: InitializeResult };
   /** agentd (business, retry safe): the profiles and their providers */
   "profile/list": { params: Empty; result: ProfileListResult };
+  /** every (link, retry safe): stops the service's running work (stop --cancel-running); answers the activity after */
+  "service/cancel": { params: Empty; result: MgmtActivityParams };
+  /** every (link, retry safe): pauses the service's admission of new work; answers its activity after */
+  "service/drain": { params: Empty; result: MgmtActivityParams };
+  /** manager (link, retry never): a service announces itself (replacing an older registration of its name) and learns the instance and its phase */
+  "service/register": { params: MgmtRegisterParams; result: MgmtRegisterResult };
+  /** every (link, retry safe): opens admission again; answers the activity after */
+  "service/resume": { params: Empty; result: MgmtActivityParams };
   /** gateway (business, retry never): ends this connection (not the service) after the answer */
   "shutdown": { params: Empty; result: Empty };
   /** manager (control, retry safe): the instance's status */
