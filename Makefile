@@ -5,6 +5,9 @@ PREFIX   ?= $(HOME)/.local
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/deepcode-dev/deepcode/shared/buildinfo.Version=$(VERSION)
 SERVICES := deepcode-manager deepcode-gateway deepcode-supervisor deepcode-agentd deepcode-termhost deepcode-scheduler
+# LIBEXEC: what goes beside the services, out of PATH: the services and
+# deepcode-tui, the TUI with its Markdown renderer, which deepcode runs.
+LIBEXEC  := $(SERVICES) deepcode-tui
 
 .PHONY: all build install uninstall test prepare fmt-check vet staticcheck unit bench fuzz cross clean web web-shots package chaos
 
@@ -29,11 +32,12 @@ web-shots:
 	DEEPCODE_WEB_LONG_THREAD=1 DEEPCODE_WEB_SHOTS=$(abspath $(SHOTS)) go test -count=1 -run '^TestBrowserWebClient$$' ./services/gateway
 	@ls $(abspath $(SHOTS))
 
-## install: deepcode into $(PREFIX)/bin, the services into $(PREFIX)/libexec/deepcode
+## install: deepcode into $(PREFIX)/bin, the services and deepcode-tui into
+## $(PREFIX)/libexec/deepcode
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/deepcode
 	install -m 0755 $(BIN)/deepcode $(DESTDIR)$(PREFIX)/bin/deepcode
-	for s in $(SERVICES); do install -m 0755 $(BIN)/$$s $(DESTDIR)$(PREFIX)/libexec/deepcode/$$s; done
+	for s in $(LIBEXEC); do install -m 0755 $(BIN)/$$s $(DESTDIR)$(PREFIX)/libexec/deepcode/$$s; done
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/deepcode

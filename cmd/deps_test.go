@@ -68,6 +68,41 @@ func TestBinariesDoNotLinkTheStore(t *testing.T) {
 	}
 }
 
+// TestCLIDoesNotLinkMarkdown: deepcode does not link the TUI's Markdown
+// renderer — glamour and its syntax highlighter chroma, whose package
+// init (styles and lexers registered) alone cost every command some 15 ms
+// and 6 MB — which deepcode-tui links instead (and must: otherwise the
+// pattern would be wrong and this test check nothing).
+func TestCLIDoesNotLinkMarkdown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("go list of two binaries: not in -short")
+	}
+	isMarkdown := func(dep string) bool {
+		for _, m := range []string{"github.com/charmbracelet/glamour", "github.com/alecthomas/chroma"} {
+			if dep == m || strings.HasPrefix(dep, m+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	for _, goos := range []string{"linux", "darwin", "windows"} {
+		for _, p := range goList(t, goos, "./deepcode", "./deepcode-tui") {
+			linked := 0
+			for _, d := range p.Deps {
+				if isMarkdown(d) {
+					linked++
+					if p.ImportPath == module+"/cmd/deepcode" {
+						t.Errorf("GOOS=%s: %s links %s", goos, p.ImportPath, d)
+					}
+				}
+			}
+			if p.ImportPath == module+"/cmd/deepcode-tui" && linked == 0 {
+				t.Errorf("GOOS=%s: %s links no glamour: the TUI has no Markdown renderer", goos, p.ImportPath)
+			}
+		}
+	}
+}
+
 // TestServicesAreIndependent: no service imports another service's
 // package, and shared/ imports no service — what two binaries share lives
 // in shared/, and a service reaches another only over its socket.

@@ -39,7 +39,9 @@ mkdir -p "$STAGE/bin" "$STAGE/libexec" "$STAGE/completions" "$STAGE/man"
 ldflags="-s -w -X github.com/deepcode-dev/deepcode/shared/buildinfo.Version=$VERSION"
 build() { GOOS=linux GOARCH=$ARCH CGO_ENABLED=0 $GO build -trimpath -ldflags "$ldflags" "$@"; }
 build -o "$STAGE/bin/deepcode" ./cmd/deepcode
-for s in manager gateway supervisor agentd termhost scheduler; do
+# The services, and deepcode-tui (the TUI with its Markdown renderer, which
+# deepcode runs: deepcode itself does not link the renderer).
+for s in manager gateway supervisor agentd termhost scheduler tui; do
   build -o "$STAGE/libexec/deepcode-$s" "./cmd/deepcode-$s"
 done
 

@@ -21,6 +21,13 @@ var staticBinaries = []string{
 	"usr/libexec/deepcode/deepcode-agentd", "usr/libexec/deepcode/deepcode-gateway",
 	"usr/libexec/deepcode/deepcode-manager", "usr/libexec/deepcode/deepcode-scheduler",
 	"usr/libexec/deepcode/deepcode-supervisor", "usr/libexec/deepcode/deepcode-termhost",
+	"usr/libexec/deepcode/deepcode-tui",
+}
+
+// knownOverrides are the other tags packaging/lintian-overrides covers, each
+// exactly (tag and context): a new one still fails the test.
+var knownOverrides = []string{
+	"spelling-error-in-binary preceed precede [usr/libexec/deepcode/deepcode-tui]",
 }
 
 // lintianTag is one tag line of lintian's output: "E: deepcode: tag [context]"
@@ -78,8 +85,9 @@ func TestLintian(t *testing.T) {
 }
 
 // checkLintian returns the lines of lintian's output that are not the
-// overridden statically-linked-binary tag (any other tag, overridden or not,
-// and anything lintian printed that is no tag or note), and the files whose
+// overridden statically-linked-binary tag or one of knownOverrides
+// overridden (any other tag, overridden or not, and anything lintian
+// printed that is no tag or note), and the files whose
 // statically-linked-binary tag was overridden.
 func checkLintian(out string) (bad, overridden []string) {
 	for _, l := range strings.Split(out, "\n") {
@@ -89,6 +97,9 @@ func checkLintian(out string) (bad, overridden []string) {
 		m := lintianTag.FindStringSubmatch(l)
 		if m != nil && m[1] == "O" && m[2] == "statically-linked-binary" {
 			overridden = append(overridden, strings.Trim(m[3], "[]"))
+			continue
+		}
+		if m != nil && m[1] == "O" && slices.Contains(knownOverrides, m[2]+" "+m[3]) {
 			continue
 		}
 		bad = append(bad, l)
@@ -104,13 +115,15 @@ W: deepcode: no-manual-page [usr/bin/deepcode]
 I: deepcode: synopsis-is-a-sentence "Coding agents."
 O: deepcode: extra-license-file [usr/share/doc/deepcode/LICENSE]
 P: deepcode binary: something-pedantic
+O: deepcode: spelling-error-in-binary preceed precede [usr/libexec/deepcode/deepcode-tui]
+I: deepcode: spelling-error-in-binary preceed precede [usr/libexec/deepcode/deepcode-tui]
 `
 	bad, overridden := checkLintian(out)
 	if want := []string{"usr/bin/deepcode"}; !slices.Equal(overridden, want) {
 		t.Errorf("overridden = %v, want %v", overridden, want)
 	}
-	if len(bad) != 5 {
-		t.Errorf("bad = %q, want the 5 lines that are no overridden statically-linked-binary", bad)
+	if len(bad) != 6 {
+		t.Errorf("bad = %q, want the 6 lines that are no overridden statically-linked-binary or known override", bad)
 	}
 	if bad, overridden := checkLintian("\nN:\n"); len(bad)+len(overridden) != 0 {
 		t.Errorf("empty output: bad %v, overridden %v", bad, overridden)

@@ -64,6 +64,7 @@ func TestDebPackage(t *testing.T) {
 		"/usr/libexec/deepcode/deepcode-supervisor", "/usr/libexec/deepcode/deepcode-manager",
 		"/usr/libexec/deepcode/deepcode-gateway", "/usr/libexec/deepcode/deepcode-agentd",
 		"/usr/libexec/deepcode/deepcode-termhost", "/usr/libexec/deepcode/deepcode-scheduler",
+		"/usr/libexec/deepcode/deepcode-tui",
 		"/usr/share/bash-completion/completions/deepcode",
 		"/usr/share/zsh/vendor-completions/_deepcode",
 		"/usr/share/fish/vendor_completions.d/deepcode.fish",

@@ -4,17 +4,23 @@ package main_test
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/deepcode-dev/deepcode/shared/api"
+	"github.com/deepcode-dev/deepcode/shared/paths"
 	"github.com/deepcode-dev/deepcode/shared/testkit"
+	"github.com/deepcode-dev/deepcode/shared/testkit/fakemodel"
 )
+
+var tmuxServers atomic.Int64
 
 // tmuxTerm is a real terminal: a private tmux server with one window.
 type tmuxTerm struct {
@@ -27,7 +33,9 @@ func newTmux(t *testing.T, env *testkit.Env, width, height int, command string) 
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux is not installed: the terminal UI test needs it (.ci/run installs it)")
 	}
-	tm := &tmuxTerm{t: t, sock: filepath.Join(env.RuntimeDir, "tmux.sock")}
+	// A socket of its own: a server that a test stopped may still be
+	// exiting when its next one starts.
+	tm := &tmuxTerm{t: t, sock: filepath.Join(env.RuntimeDir, fmt.Sprintf("tmux%d.sock", tmuxServers.Add(1)))}
 	cmd := exec.Command("tmux", "-S", tm.sock, "-f", "/dev/null", "new-session", "-d",
 		"-x", fmt.Sprint(width), "-y", fmt.Sprint(height), command)
 	cmd.Env = append(env.Environ(), "TERM=xterm-256color")
@@ -345,4 +353,123 @@ func TestTUIFastInput(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestTUIMarkdown: the agent's answer — deepcode's own runtime against a
+// loopback fake model — is rendered as Markdown (a heading without its
+// marker, bullets, bold, a code block without its fence), while the
+// prompt that asked for it is shown as typed. Reopened under NO_COLOR, the
+// replayed answer is rendered in plain text: no colour at all. Run by a
+// deepcode that cannot find deepcode-tui, the TUI shows it as its text.
+func TestTUIMarkdown(t *testing.T) {
+	t.Parallel()
+	model, err := fakemodel.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(model.Close)
+	env := testkit.NewEnv(t, testkit.Binaries(t))
+	env.Extra = append(env.Extra, "DEEPCODE_PORT=0")
+	if err := os.MkdirAll(env.Home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cred := filepath.Join(t.TempDir(), "native.env")
+	if err := os.WriteFile(cred, []byte("OPENAI_API_KEY=sk-tui-markdown\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("[profiles.deepcode]\nprovider = \"deepcode\"\napi = \"chat\"\nbase_url = %q\nmodel = \"fake-model\"\napproval_policy = \"auto\"\ncredentials_file = %q\n", model.URL+"/v1", cred)
+	if err := os.WriteFile(paths.ConfigFile(env.Home), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env.MustRun("service", "start")
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	tui := filepath.Join(env.Bin, "deepcode") + " tui --trust --workspace " + ws + "; echo TUI-EXIT=$?; sleep 600"
+	tm := newTmux(t, env, 120, 40, tui)
+	tm.waitText("· connected ·")
+	// The fake model answers each "say" line as a line of one message.
+	for i, l := range []string{"say # Plan", "say", "say - first **bold** step", "say - second step", "say", "say ```go", `say fmt.Println("hi")`, "say ```"} {
+		if i > 0 {
+			tm.keys("C-j")
+		}
+		tm.text(l)
+	}
+	tm.keys("Enter")
+	s := tm.waitFor("the rendered answer", func(s string) bool {
+		l := viewLines(s)
+		return countLine(l, "• first bold step") == 1 && countLine(l, "— turn completed") == 1
+	})
+	lines := viewLines(s)
+	for _, want := range []string{"› say # Plan", "say - first **bold** step", "Plan", "• second step", `fmt.Println("hi")`} {
+		if countLine(lines, want) != 1 {
+			t.Fatalf("%q is not shown once:\n%s", want, s)
+		}
+	}
+	for _, gone := range []string{"# Plan", "- first **bold** step", "```go", "```"} {
+		if countLine(lines, gone) != 0 {
+			t.Fatalf("%q is shown: the answer is not rendered:\n%s", gone, s)
+		}
+	}
+	t.Logf("the rendered answer:\n%s", s)
+	tm.keys("C-c")
+	tm.waitText("TUI-EXIT=0")
+	tm.run("kill-server")
+
+	// The same thread under NO_COLOR: its history is replayed, and
+	// rendered in glamour's plain style.
+	env.Extra = append(env.Extra, "NO_COLOR=1")
+	tm = newTmux(t, env, 120, 40, tui)
+	tm.waitText("· connected ·")
+	tm.keys("Tab")
+	tm.waitText("enter open")
+	tm.keys("Enter")
+	s = tm.waitFor("the replayed answer", func(s string) bool { return countLine(viewLines(s), "• first **bold** step") == 1 })
+	lines = viewLines(s)
+	for _, want := range []string{"• second step", `fmt.Println("hi")`} {
+		if countLine(lines, want) != 1 {
+			t.Fatalf("%q is not shown once:\n%s", want, s)
+		}
+	}
+	if countLine(lines, "```") != 0 || countLine(lines, "- second step") != 0 {
+		t.Fatalf("the answer is not rendered under NO_COLOR:\n%s", s)
+	}
+	colour := regexp.MustCompile(`\x1b\[(?:[0-9]+;)*(?:3[0-7]|38|4[0-7]|48|9[0-7]|10[0-7])(?:;[0-9]+)*m`)
+	if raw := tm.screen(true); colour.MatchString(raw) {
+		t.Fatalf("colour with NO_COLOR set: %q", raw)
+	}
+	tm.keys("C-c")
+	tm.waitText("TUI-EXIT=0")
+	tm.run("kill-server")
+
+	// A deepcode with no deepcode-tui beside it (nor in DEEPCODE_LIBEXEC)
+	// runs the TUI itself, which has no Markdown renderer: the answer is
+	// shown as its text, and the notice says why.
+	alone := t.TempDir()
+	exe, err := os.ReadFile(filepath.Join(env.Bin, "deepcode"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(alone, "deepcode"), exe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env.Extra = append(env.Extra, "DEEPCODE_LIBEXEC="+alone)
+	tm = newTmux(t, env, 120, 40, filepath.Join(alone, "deepcode")+" tui --workspace "+ws+"; echo TUI-EXIT=$?; sleep 600")
+	tm.waitFor("the notice of the missing renderer", func(s string) bool {
+		return strings.Contains(s, "· connected ·") && strings.Contains(s, "Markdown shown as text: no deepcode-tui beside deepcode")
+	})
+	tm.keys("Tab")
+	tm.waitText("enter open")
+	tm.keys("Enter")
+	s = tm.waitFor("the answer as text", func(s string) bool { return countLine(viewLines(s), "- first **bold** step") == 1 })
+	lines = viewLines(s)
+	for _, want := range []string{"# Plan", "```go", `fmt.Println("hi")`} {
+		if countLine(lines, want) != 1 {
+			t.Fatalf("%q is not shown once:\n%s", want, s)
+		}
+	}
+	tm.keys("C-c")
+	tm.waitText("TUI-EXIT=0")
 }

@@ -11,7 +11,9 @@ class Deepcode < Formula
 
   depends_on "go" => :build
 
-  SERVICES = %w[manager gateway supervisor agentd termhost scheduler].freeze
+  # The services, and tui: deepcode-tui, the TUI with its Markdown
+  # renderer, which deepcode runs from beside itself.
+  SERVICES = %w[manager gateway supervisor agentd termhost scheduler tui].freeze
 
   def install
     ENV["CGO_ENABLED"] = "0"

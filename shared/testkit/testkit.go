@@ -104,10 +104,12 @@ func BinariesWithFake(t testing.TB) string {
 			fakeErr = err
 			return
 		}
-		_ = os.Remove(filepath.Join(dir, "deepcode"))
-		if err := copyFile(filepath.Join(real, "deepcode"), filepath.Join(dir, "deepcode")); err != nil {
-			fakeErr = err
-			return
+		for _, name := range []string{"deepcode", "deepcode-tui"} {
+			_ = os.Remove(filepath.Join(dir, name))
+			if err := copyFile(filepath.Join(real, name), filepath.Join(dir, name)); err != nil {
+				fakeErr = err
+				return
+			}
 		}
 		args := []string{"build", "-o", filepath.Join(dir, "deepcode-agentd")}
 		if raceEnabled {

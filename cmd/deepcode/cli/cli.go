@@ -55,11 +55,27 @@ type app struct {
 	quiet  bool
 	layout *paths.Layout
 	cfg    *config.Config
+	// args are the command line's arguments, for deepcode-tui, which the
+	// TUI runs with the same ones; tui is what deepcode-tui adds, and
+	// tuiMissing why the TUI runs without it.
+	args       []string
+	tui        TUIOptions
+	tuiMissing string
 }
 
 // Main runs the CLI and returns its exit status.
 func Main(args []string, stdout, stderr io.Writer) int {
-	a := &app{stdout: stdout, stderr: stderr}
+	return run(args, stdout, stderr, TUIOptions{})
+}
+
+// TUIMain is Main for deepcode-tui: the same commands and flags, run with
+// opts. deepcode runs it for the TUI with its own arguments.
+func TUIMain(args []string, stdout, stderr io.Writer, opts TUIOptions) int {
+	return run(args, stdout, stderr, opts)
+}
+
+func run(args []string, stdout, stderr io.Writer, opts TUIOptions) int {
+	a := &app{stdout: stdout, stderr: stderr, args: args, tui: opts}
 	root := a.rootCommand()
 	root.SetArgs(args)
 	root.SetOut(stdout)

@@ -124,19 +124,7 @@ func invokedExecutable() (string, error) {
 // executable as invoked: $DEEPCODE_LIBEXEC, beside it, ../libexec/deepcode
 // or ../lib/deepcode, and only then the folders of the resolved executable.
 func serviceLibexec(invoked string) (string, error) {
-	var candidates []string
-	if d := os.Getenv("DEEPCODE_LIBEXEC"); d != "" {
-		candidates = append(candidates, d)
-	}
-	add := func(exe string) {
-		dir := filepath.Dir(exe)
-		candidates = append(candidates, dir, filepath.Join(dir, "..", "libexec", "deepcode"), filepath.Join(dir, "..", "lib", "deepcode"))
-	}
-	add(invoked)
-	if exe, err := os.Executable(); err == nil {
-		add(exe)
-	}
-	for _, d := range candidates {
+	for _, d := range libexecCandidates(invoked) {
 		abs, err := filepath.Abs(d)
 		if err != nil {
 			continue
@@ -146,6 +134,28 @@ func serviceLibexec(invoked string) (string, error) {
 		}
 	}
 	return "", errs.New(errs.StartFailed, "cannot find the service binaries (deepcode-%s) beside %s or in ../libexec/deepcode: reinstall deepcode or set DEEPCODE_LIBEXEC", strings.Join(serviceBinaries, ", deepcode-"), invoked)
+}
+
+// libexecCandidates are the folders where the binaries deepcode runs may
+// be, in order: $DEEPCODE_LIBEXEC, then beside the executable as invoked
+// (if known), ../libexec/deepcode or ../lib/deepcode from it, and the same
+// for the resolved executable.
+func libexecCandidates(invoked string) []string {
+	var candidates []string
+	if d := os.Getenv("DEEPCODE_LIBEXEC"); d != "" {
+		candidates = append(candidates, d)
+	}
+	add := func(exe string) {
+		dir := filepath.Dir(exe)
+		candidates = append(candidates, dir, filepath.Join(dir, "..", "libexec", "deepcode"), filepath.Join(dir, "..", "lib", "deepcode"))
+	}
+	if invoked != "" {
+		add(invoked)
+	}
+	if exe, err := os.Executable(); err == nil {
+		add(exe)
+	}
+	return candidates
 }
 
 // supervisorBinary is the supervisor in a service-binary folder.

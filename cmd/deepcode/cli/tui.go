@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -32,7 +33,11 @@ connection or /reconnect loses nothing and shows nothing twice. The status
 line shows the connection, the service's phase (running, draining) and the
 selected thread's state: idle, working (with a spinner and the time the turn
 has run), waiting for your approval, and how many turns are queued; --ids
-adds the instance's and the thread's ids.
+adds the instance's and the thread's ids. The agent's messages are rendered
+as Markdown, wrapped to the terminal's width; prompts and command output are
+shown as they are. (The TUI is deepcode-tui, run with these arguments from
+beside deepcode or from $DEEPCODE_LIBEXEC; without it, deepcode runs the TUI
+itself and shows the agent's messages as their text.)
 
 Keys: enter sends the prompt (a new thread's first turn, a new turn of an
 idle thread, or steering for its running turn); ctrl+j inserts a newline;
@@ -50,7 +55,8 @@ Commands: /new, /queue TEXT (queue a turn behind the running one),
 --trust grants trust to the workspace of new threads (recorded once),
 --workspace selects it (default: the current directory), --profile their
 agent profile. stdin and stdout must be a terminal: scripts use
-"deepcode exec" or "deepcode relay". NO_COLOR turns colours off.`
+"deepcode exec" or "deepcode relay". NO_COLOR turns colours off; COLORFGBG
+with a light background (such as 0;15) selects the light Markdown style.`
 
 func tuiFlags(cmd *cobra.Command, o *tuiOptions) {
 	f := cmd.Flags()
@@ -96,6 +102,16 @@ func (a *app) runTUI(cmd *cobra.Command, o tuiOptions) error {
 		return &exitError{code: exitUsage, err: errs.New(errs.UsageError,
 			"the terminal UI needs a terminal on stdin and stdout; from scripts use `deepcode exec` or `deepcode relay`")}
 	}
+	if a.tui.Markdown == nil {
+		ran, code, why := a.runTUIBinary()
+		if ran {
+			if code != exitOK {
+				return &exitError{code: code} // deepcode-tui said why
+			}
+			return nil
+		}
+		a.tuiMissing = why
+	}
 	if err := a.setup(cmd, nil); err != nil {
 		return err
 	}
@@ -138,4 +154,45 @@ func darkBackground(colorfgbg string) bool {
 		return true
 	}
 	return bg <= 6 || bg == 8
+}
+
+// tuiBinaryName is the TUI's own binary: the CLI with the Markdown
+// renderer, which deepcode does not link (see TUIOptions).
+const tuiBinaryName = "deepcode-tui"
+
+// runTUIBinary runs deepcode-tui with this command line, found where the
+// service binaries are looked for (libexecCandidates). On Unix it takes
+// this process's place (syscall.Exec) and returns only if it could not;
+// on Windows, which has no exec, it runs as a child on the same console
+// and ran reports its exit status. Not ran: why, for the TUI that this
+// process then runs without Markdown.
+func (a *app) runTUIBinary() (ran bool, code int, why string) {
+	invoked, err := invokedExecutable()
+	if err != nil {
+		invoked = ""
+	}
+	var self os.FileInfo
+	if exe, err := os.Executable(); err == nil {
+		self, _ = os.Stat(exe)
+	}
+	for _, d := range libexecCandidates(invoked) {
+		p, err := filepath.Abs(filepath.Join(d, tuiBinaryName+exeSuffix))
+		if err != nil {
+			continue
+		}
+		fi, err := os.Stat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if self != nil && os.SameFile(fi, self) {
+			// A link to deepcode itself would run it again, and again.
+			continue
+		}
+		code, err := execTUI(p, a.args)
+		if err != nil {
+			return false, 0, fmt.Sprintf("Markdown shown as text: %s cannot run (%v)", tuiBinaryName, err)
+		}
+		return true, code, ""
+	}
+	return false, 0, fmt.Sprintf("Markdown shown as text: no %s beside deepcode (reinstall, or set DEEPCODE_LIBEXEC)", tuiBinaryName)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/charmbracelet/bubbles/textarea"
 	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/client"
 	"github.com/deepcode-dev/deepcode/shared/errs"
@@ -97,6 +99,9 @@ type tuiModel struct {
 
 	width, height int
 	st            tuiStyles
+	md            func(src string, width int) string // nil: no Markdown renderer (deepcode-tui's)
+	mdRenders     int                                // Markdown renderings done (the cache's test counts them)
+	mdMissing     string                             // why messages are shown as text, told once
 
 	// The connection: one at a time, numbered by gen; messages of an older
 	// one are stale.
@@ -137,6 +142,14 @@ func newTUIModel(ctx context.Context, a *app, o tuiOptions, ws string) *tuiModel
 	ta.Focus()
 	m := &tuiModel{ctx: ctx, a: a, opts: o, ws: ws, prompt: ta, vp: viewport.New(80, 20),
 		connState: "connecting", st: newTUIStyles(), retryDelay: minReconnectDelay}
+	switch {
+	case a == nil: // a test's model, with no app
+	case a.tui.Markdown != nil:
+		m.md = a.tui.Markdown(MarkdownStyle{Plain: os.Getenv("NO_COLOR") != "", Dark: darkBackground(os.Getenv("COLORFGBG")), Profile: lipgloss.ColorProfile()})
+	case a.tuiMissing != "":
+		m.mdMissing = a.tuiMissing
+		m.setNotice("%s", m.mdMissing)
+	}
 	m.vp.KeyMap = viewport.KeyMap{} // keys go to the prompt; scrolling is pgup/pgdown
 	return m
 }
@@ -386,6 +399,13 @@ func (m *tuiModel) connected(msg tuiConnected) tea.Cmd {
 	m.retryDelay = minReconnectDelay
 	m.instanceID = msg.b.InstanceID()
 	m.setNotice("connected to instance %s", m.instanceID)
+	if m.mdMissing != "" {
+		// The first connection's notice replaces the one shown while
+		// connecting: it says it again (first: a narrow status line cuts
+		// the end), and only then is it told.
+		m.notice = m.mdMissing + " · " + m.notice
+		m.mdMissing = ""
+	}
 	if msg.st.Phase != "" {
 		m.phase = msg.st.Phase
 	}

@@ -20,12 +20,14 @@ const (
 	lineUser
 	lineMeta
 	lineWarn
+	lineMarkdown // an agent message, the whole of it in one line's text
 )
 
 type outLine struct {
 	kind lineKind
 	text string
-	open bool // more text may follow on this line
+	open bool     // more text may follow on this line
+	md   *mdCache // a lineMarkdown's rendering
 }
 
 // threadView is the selected thread, rebuilt from its durable event log:
@@ -95,6 +97,25 @@ func (v *threadView) write(kind lineKind, text string) {
 	}
 	if last := len(v.lines) - 1; last >= 0 && v.lines[last].open && v.lines[last].text == "" && strings.HasSuffix(text, "\n") {
 		v.lines = v.lines[:last]
+	}
+	if n := len(v.lines) - tuiMaxLines; n > 0 {
+		v.lines = append([]outLine(nil), v.lines[n:]...)
+	}
+}
+
+// writeMarkdown appends an agent message's text: the message stays one
+// line, so that it is rendered as a whole (a list or a code block spans
+// lines).
+func (v *threadView) writeMarkdown(text string) {
+	text = clean(text)
+	if text == "" {
+		return
+	}
+	if last := len(v.lines) - 1; last >= 0 && v.lines[last].open && v.lines[last].kind == lineMarkdown {
+		v.lines[last].text += text
+	} else {
+		v.closeLine()
+		v.lines = append(v.lines, outLine{kind: lineMarkdown, text: text, open: true})
 	}
 	if n := len(v.lines) - tuiMaxLines; n > 0 {
 		v.lines = append([]outLine(nil), v.lines[n:]...)
@@ -207,11 +228,14 @@ func (v *threadView) apply(ev client.Event, _ tuiStyles) {
 		if it == nil {
 			it = v.track(p.ItemID, "")
 		}
-		kind := lineText
-		if p.Delta.Stream == "stderr" {
-			kind = lineErr
+		switch {
+		case it.kind == "agentMessage" && p.Delta.Stream == "":
+			v.writeMarkdown(p.Delta.Text)
+		case p.Delta.Stream == "stderr":
+			v.write(lineErr, p.Delta.Text)
+		default:
+			v.write(lineText, p.Delta.Text)
 		}
-		v.write(kind, p.Delta.Text)
 		it.wrote = true
 	case evItemCompleted:
 		var p struct {
@@ -294,7 +318,7 @@ func (v *threadView) completed(item wireItem, it *tuiItem) {
 				Text string `json:"text"`
 			}
 			_ = json.Unmarshal(item.Payload, &p)
-			v.write(lineText, p.Text)
+			v.writeMarkdown(p.Text)
 		}
 		v.closeLine()
 	case "commandExecution":
@@ -397,9 +421,14 @@ func (m *tuiModel) content(width int) string {
 		return m.st.dim.Render(ansi.Wrap(fmt.Sprintf("New thread in %s. Type a task and press enter; tab shows the threads.", m.ws), width, " "))
 	}
 	var b strings.Builder
-	for i, l := range v.lines {
+	for i := range v.lines {
+		l := &v.lines[i]
 		if i > 0 {
 			b.WriteByte('\n')
+		}
+		if l.kind == lineMarkdown {
+			b.WriteString(m.markdown(l, width))
+			continue
 		}
 		text := ansi.Wrap(l.text, width, " ")
 		if text == "" {
