@@ -135,14 +135,14 @@ async function waitConnected(page) {
   await page.waitForSelector('[data-testid=connection][data-state=connected]', { timeout: TIMEOUT });
 }
 
-async function waitLastTurn(page, status) {
+async function waitLastTurn(page, status, timeout = TIMEOUT) {
   await page.waitForFunction(
     (s) => {
       const turns = document.querySelectorAll('[data-testid=turn]');
       return turns.length > 0 && turns[turns.length - 1].getAttribute('data-status') === s;
     },
     status,
-    { timeout: TIMEOUT },
+    { timeout },
   );
 }
 
@@ -672,12 +672,15 @@ try {
   if (process.env.DEEPCODE_WEB_LONG_THREAD === '1') {
     await budget.fill('[data-testid=new-thread] input[name=workspace]', workspace);
     await budget.fill('[data-testid=new-thread] input[name=title]', 'long thread');
+    await budget.waitForSelector('[data-testid=new-thread] select[name=profile] option[value=script]', { state: 'attached', timeout: TIMEOUT });
+    await budget.selectOption('[data-testid=new-thread] select[name=profile]', 'script');
     await budget.click('[data-testid=new-thread] button[type=submit]');
     await budget.waitForSelector('.thread-title >> text=long thread', { timeout: TIMEOUT });
     for (const half of [0, 1]) {
       const prompt = Array.from({ length: 999 }, (_, i) => `say item ${half * 1000 + i} **of** the long thread with \`code\` in it`).join('\n');
       await sendPrompt(budget, prompt);
-      await waitLastTurn(budget, 'completed');
+      // 999 items in one turn: minutes under -race on a loaded machine.
+      await waitLastTurn(budget, 'completed', 10 * TIMEOUT);
     }
     const longId = await budget.getAttribute('[data-testid=thread-view]', 'data-thread-id');
     const r0 = Date.now();
