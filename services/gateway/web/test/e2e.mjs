@@ -678,9 +678,17 @@ try {
     await budget.waitForSelector('.thread-title >> text=long thread', { timeout: TIMEOUT });
     for (const half of [0, 1]) {
       const prompt = Array.from({ length: 999 }, (_, i) => `say item ${half * 1000 + i} **of** the long thread with \`code\` in it`).join('\n');
-      await sendPrompt(budget, prompt);
-      // 999 items in one turn: minutes under -race on a loaded machine.
-      await waitLastTurn(budget, 'completed', 10 * TIMEOUT);
+      // The transcript is virtualized: a turn's header may not be in the
+      // DOM once its items fill the view, so the turn's end is its last
+      // item shown (the view follows the output).
+      await budget.fill('[data-testid=prompt]', prompt);
+      await budget.click('[data-testid=send]');
+      await budget.waitForFunction(() => document.querySelector('[data-testid=prompt]')?.value === '', null, { timeout: TIMEOUT });
+      await budget.waitForFunction(
+        (t) => [...document.querySelectorAll('[data-testid=item][data-kind=agentMessage] .item-text')].some((e) => e.textContent === t),
+        `item ${half * 1000 + 998} of the long thread with code in it`,
+        { timeout: 10 * TIMEOUT },
+      );
     }
     const longId = await budget.getAttribute('[data-testid=thread-view]', 'data-thread-id');
     const r0 = Date.now();
