@@ -145,7 +145,9 @@ func newTUIModel(ctx context.Context, a *app, o tuiOptions, ws string) *tuiModel
 	switch {
 	case a == nil: // a test's model, with no app
 	case a.tui.Markdown != nil:
-		m.md = a.tui.Markdown(MarkdownStyle{Plain: os.Getenv("NO_COLOR") != "", Dark: darkBackground(os.Getenv("COLORFGBG")), Profile: lipgloss.ColorProfile()})
+		// runTUI has told lipgloss the background and the colour profile
+		// (so neither is asked of the terminal): the renderer takes both.
+		m.md = a.tui.Markdown(MarkdownStyle{Plain: os.Getenv("NO_COLOR") != "", Dark: lipgloss.HasDarkBackground(), Profile: lipgloss.ColorProfile()})
 	case a.tuiMissing != "":
 		m.mdMissing = a.tuiMissing
 		m.setNotice("%s", m.mdMissing)
