@@ -33,7 +33,9 @@ func TestNoTerminalQuery(t *testing.T) {
 	}
 
 	env, ws := newExecEnv(t)
-	env.Extra = append(env.Extra, "TERM=xterm-256color")
+	// termenv draws no colour when CI is set (it takes that for "not a
+	// terminal"), nor with NO_COLOR or CLICOLOR=0: a CI runner sets CI.
+	env.Extra = append(env.Extra, "TERM=xterm-256color", "CI=", "NO_COLOR=", "CLICOLOR=")
 	tui := startPTY(t, env, "tui", "--workspace", ws)
 	tui.waitFor("· connected ·")
 	out = tui.output()
