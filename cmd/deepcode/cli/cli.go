@@ -76,7 +76,7 @@ func TUIMain(args []string, stdout, stderr io.Writer, opts TUIOptions) int {
 
 func run(args []string, stdout, stderr io.Writer, opts TUIOptions) int {
 	a := &app{stdout: stdout, stderr: stderr, args: args, tui: opts}
-	root := a.rootCommand()
+	root := a.rootCommandFor(args)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -166,7 +166,43 @@ func CommandTree() *cobra.Command {
 	return root
 }
 
-func (a *app) rootCommand() *cobra.Command {
+func (a *app) rootCommand() *cobra.Command { return a.rootCommandFor(nil) }
+
+// topCommand is one of deepcode's commands under the root: its name and
+// aliases, and what makes its subtree.
+type topCommand struct {
+	name    string
+	aliases []string
+	make    func() *cobra.Command
+}
+
+func (a *app) topCommands() []topCommand {
+	return []topCommand{
+		{name: "service", make: a.serviceCommand},
+		{name: "serve", make: a.serveCommand},
+		{name: "exec", make: a.execCommand},
+		{name: "agents", make: a.agentsCommand},
+		{name: "web", make: a.webCommand},
+		{name: "automations", aliases: []string{"automation"}, make: a.automationsCommand},
+		{name: "threads", make: a.threadsCommand},
+		{name: "relay", make: a.relayCommand},
+		{name: "tui", make: a.tuiCommand},
+		{name: "protocol", make: a.protocolCommand},
+		{name: "term", make: a.termCommand},
+		{name: "version", make: a.versionCommand},
+	}
+}
+
+// rootCommandFor is the command tree a run of args needs. Making all of it
+// (some 60 commands and their flags) was a good part of every short
+// command's start — `service status` included, which scripts and
+// monitors call often — so when args name one of the top commands, only
+// that one's subtree is made. Which one they name is cobra's own decision
+// (Find, with the root's flags, so that a flag's value is never taken for
+// a command name), taken on stand-ins. Anything else — no command, help,
+// completion, an unknown name that wants suggestions — gets the whole
+// tree, as do the tools that document it (nil args).
+func (a *app) rootCommandFor(args []string) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "deepcode",
 		Short:         "deepcode runs coding agents in a per-user background service",
@@ -174,16 +210,42 @@ func (a *app) rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 	}
 	root.PersistentFlags().StringVar(&a.database, "database", "", "database file of the instance to address (default $DEEPCODE_HOME/state/deepcode.sqlite3)")
-	root.AddCommand(a.serviceCommand(), a.serveCommand(), a.execCommand(), a.agentsCommand(), a.webCommand())
-	root.AddCommand(a.automationsCommand())
-	root.AddCommand(a.threadsCommand())
-	root.AddCommand(a.relayCommand(), a.tuiCommand(), a.protocolCommand())
-	root.AddCommand(a.termCommand(), a.versionCommand())
 	a.tuiRoot(root)      // deepcode with no subcommand: the TUI on a terminal
 	a.versionFlags(root) // … or --version
+	tops := a.topCommands()
+	if top, ok := selectedTop(root, tops, args); ok {
+		tops = []topCommand{top}
+	}
+	for _, t := range tops {
+		root.AddCommand(t.make())
+	}
 	suggestCommands(root)
 	a.completeProfileFlags(root)
 	return root
+}
+
+// selectedTop reports the top command that args select on root, found by
+// cobra on stand-ins that are removed again.
+func selectedTop(root *cobra.Command, tops []topCommand, args []string) (topCommand, bool) {
+	if len(args) == 0 {
+		return topCommand{}, false
+	}
+	standIns := make([]*cobra.Command, len(tops))
+	for i, t := range tops {
+		standIns[i] = &cobra.Command{Use: t.name, Aliases: t.aliases, Run: func(*cobra.Command, []string) {}}
+	}
+	root.AddCommand(standIns...)
+	found, _, err := root.Find(args)
+	root.RemoveCommand(standIns...)
+	if err != nil || found == root {
+		return topCommand{}, false
+	}
+	for i, c := range standIns {
+		if c == found {
+			return tops[i], true
+		}
+	}
+	return topCommand{}, false
 }
 
 // setup resolves the layout and configuration for the selected database.
