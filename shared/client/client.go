@@ -58,9 +58,24 @@ type Management struct {
 	token      string
 	instanceID string
 	instance   *discovery.Instance
-	http       *http.Client
-	stash      chan net.Conn // the verified connection made by Connect
-	mu         sync.Mutex
+	mu         sync.Mutex // instanceID
+	// idle holds verified connections between exchanges (at most
+	// maxIdleConns), the one Connect made among them at first.
+	idleMu sync.Mutex
+	idle   []*verifiedConn
+	closed bool
+}
+
+// maxIdleConns bounds the verified connections a client keeps open
+// between exchanges.
+const maxIdleConns = 2
+
+// verifiedConn is a connection whose peer proved it knows the token, and
+// the reader its answers are parsed from.
+type verifiedConn struct {
+	net.Conn
+	br   *bufio.Reader
+	used bool // it carried an exchange before: the service may have closed it since
 }
 
 // Connect verifies the identity of the instance serving l's database and
@@ -98,38 +113,21 @@ func Connect(ctx context.Context, l *paths.Layout, opts Options) (*Management, e
 			m.host = opts.Address
 		}
 	}
-	m.stash = make(chan net.Conn, 1)
-	m.http = &http.Client{
-		Transport: &http.Transport{
-			Proxy:           nil, // never send the credential through an ambient proxy
-			DialContext:     m.dialVerified,
-			MaxIdleConns:    2,
-			IdleConnTimeout: 10 * time.Second,
-		},
-		// Management never redirects: a redirect is an answer from
-		// something else, and is not followed.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
 	// The first verified connection fixes the instance id and serves the
 	// first request.
-	conn, err := m.dialVerified(ctx, "", "")
+	conn, err := m.dialVerified(ctx)
 	if err != nil {
 		return nil, err
 	}
-	m.stash <- conn
+	m.idle = append(m.idle, conn)
 	return m, nil
 }
 
 // dialVerified opens a connection and runs the identity challenge on it
-// before the transport may send anything else, so the bearer only ever
-// travels on connections whose peer proved it knows the token — also when
-// the transport redials after an idle connection was closed.
-func (m *Management) dialVerified(ctx context.Context, _, _ string) (net.Conn, error) {
-	select {
-	case c := <-m.stash:
-		return c, nil
-	default:
-	}
+// before anything else is sent, so the bearer only ever travels on
+// connections whose peer proved it knows the token — also when a new
+// connection is needed after an idle one was closed.
+func (m *Management) dialVerified(ctx context.Context) (*verifiedConn, error) {
 	// manager.sock, or on Windows the named pipe standing for it.
 	conn, err := activation.Dial(ctx, m.network, m.address)
 	if err != nil {
@@ -149,19 +147,158 @@ func (m *Management) dialVerified(ctx context.Context, _, _ string) (net.Conn, e
 		return nil, errs.New(errs.InstanceReplaced,
 			"instance %s now answers at %s instead of %s; the credential was not sent", id, m.address, m.instanceID).With("instanceId", id)
 	}
-	return conn, nil
+	return &verifiedConn{Conn: conn, br: bufio.NewReader(conn)}, nil
 }
 
 // Close releases idle connections.
 func (m *Management) Close() {
-	select {
-	case c := <-m.stash:
+	m.idleMu.Lock()
+	idle := m.idle
+	m.idle, m.closed = nil, true
+	m.idleMu.Unlock()
+	for _, c := range idle {
 		_ = c.Close()
-	default:
 	}
-	if t, ok := m.http.Transport.(*http.Transport); ok {
-		t.CloseIdleConnections()
+}
+
+// conn takes an idle verified connection the service has not closed, or
+// makes one.
+func (m *Management) conn(ctx context.Context) (*verifiedConn, error) {
+	for {
+		m.idleMu.Lock()
+		n := len(m.idle)
+		if n == 0 {
+			m.idleMu.Unlock()
+			return m.dialVerified(ctx)
+		}
+		c := m.idle[n-1]
+		m.idle = m.idle[:n-1]
+		m.idleMu.Unlock()
+		if c.br.Buffered() == 0 && !peerClosed(c.Conn) {
+			return c, nil
+		}
+		_ = c.Close()
 	}
+}
+
+// release keeps c for the next exchange, or closes it.
+func (m *Management) release(c *verifiedConn) {
+	m.idleMu.Lock()
+	if !m.closed && len(m.idle) < maxIdleConns {
+		m.idle = append(m.idle, c)
+		c = nil
+	}
+	m.idleMu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+}
+
+// noAnswer is an exchange that failed before any byte of an answer
+// arrived; written tells whether the request had been written whole.
+type noAnswer struct {
+	err     error
+	written bool
+}
+
+func (e *noAnswer) Error() string { return e.err.Error() }
+func (e *noAnswer) Unwrap() error { return e.err }
+
+// roundTrip sends req on a verified connection and reads the answer's
+// status and body (at most limit bytes). It is what net/http's client
+// would do with one connection per exchange, without its transport's
+// goroutines and buffers, which a command that makes one or two calls
+// paid for at every start. Never a proxy (the credential does not leave
+// for an ambient one) and never a redirect (an answer that redirects
+// comes from something else; it is returned, not followed).
+//
+// A connection kept from an earlier exchange may have been closed by the
+// service since (its idle timeout, a restart). The request is then sent
+// again on a new connection, once, when that cannot run it twice: when
+// it was not written at all, or when it is a GET, which changes nothing
+// (net/http's rule for requests it may replay).
+func (m *Management) roundTrip(req *http.Request, limit int64) (int, []byte, error) {
+	ctx := req.Context()
+	for retried := false; ; retried = true {
+		c, err := m.conn(ctx)
+		if err != nil {
+			return 0, nil, err
+		}
+		reused := c.used
+		c.used = true
+		status, body, keep, err := c.exchange(ctx, req, limit)
+		if err == nil {
+			if keep {
+				m.release(c)
+			} else {
+				_ = c.Close()
+			}
+			return status, body, nil
+		}
+		_ = c.Close()
+		var na *noAnswer
+		if retried || !reused || !errors.As(err, &na) || (na.written && req.Method != http.MethodGet) {
+			return 0, nil, err
+		}
+		if req.GetBody != nil {
+			b, gerr := req.GetBody()
+			if gerr != nil {
+				return 0, nil, err
+			}
+			req.Body = b
+		}
+	}
+}
+
+// exchangeWriteTimeout bounds writing a request when the context has no
+// deadline.
+const exchangeWriteTimeout = 10 * time.Second
+
+// exchange writes req and reads its answer, within ctx. keep: the
+// connection may carry another exchange.
+func (c *verifiedConn) exchange(ctx context.Context, req *http.Request, limit int64) (status int, body []byte, keep bool, err error) {
+	deadline, hasDeadline := ctx.Deadline()
+	if !hasDeadline {
+		deadline = time.Now().Add(exchangeWriteTimeout)
+	}
+	_ = c.SetDeadline(deadline)
+	// A cancelled context interrupts the exchange at once.
+	interrupted := false
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	defer func() {
+		if !stop() {
+			interrupted = true
+		}
+		if interrupted {
+			keep = false
+		} else {
+			_ = c.SetDeadline(time.Time{})
+		}
+	}()
+	if err := req.Write(c.Conn); err != nil {
+		return 0, nil, false, &noAnswer{err: err}
+	}
+	if !hasDeadline {
+		// Only the write is bounded then: the answer may take as long as
+		// the caller is willing to wait (WaitReady waits server side).
+		_ = c.SetReadDeadline(time.Time{})
+	}
+	if _, err := c.br.Peek(1); err != nil {
+		return 0, nil, false, &noAnswer{err: err, written: true}
+	}
+	resp, err := http.ReadResponse(c.br, req)
+	if err != nil {
+		return 0, nil, false, err
+	}
+	body, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	_ = resp.Body.Close()
+	if err != nil {
+		return 0, nil, false, err
+	}
+	if int64(len(body)) > limit {
+		return 0, nil, false, fmt.Errorf("an answer of more than %d bytes", limit)
+	}
+	return resp.StatusCode, body, !resp.Close, nil
 }
 
 // InstanceID is the verified instance id.
@@ -250,19 +387,14 @@ func (a *answerError) Unwrap() error { return a.err }
 // error object (wrapped in *answerError). An answer that is not a deepcode
 // error object comes from some other program: IDENTITY_MISMATCH.
 func (m *Management) do(req *http.Request, out any) error {
-	resp, err := m.http.Do(req)
+	status, body, err := m.roundTrip(req, 8<<20)
 	if err != nil {
 		if e, ok := errs.As(err); ok {
 			return e // from dialVerified
 		}
 		return connError(err, m.address)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return errs.Wrap(err, errs.ConnectionLost, "the service closed the connection")
-	}
-	return m.decodeAnswer(req.URL.Path, resp.StatusCode, body, out)
+	return m.decodeAnswer(req.URL.Path, status, body, out)
 }
 
 // decodeAnswer decodes a JSON answer, or turns an error answer into the
@@ -323,23 +455,22 @@ func (m *Management) Call(ctx context.Context, method string, params, result any
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Authorization", "Bearer "+m.token)
 	hreq.Header.Set(localauth.HeaderInstance, m.instanceID)
-	resp, err := m.http.Do(hreq)
+	status, data, err := m.roundTrip(hreq, 16<<20)
 	if err != nil {
 		if e, ok := errs.As(err); ok {
 			return e // from dialVerified: nothing was sent
 		}
-		if ctx.Err() != nil {
+		var na *noAnswer
+		if errors.As(err, &na) && !na.written {
+			return errs.Wrap(err, errs.ConnectionLost, "the connection to %s broke before %s was sent", m.address, method)
+		}
+		if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
 			return errs.Wrap(err, errs.DaemonTimeout, "no answer to %s in time; its outcome is unknown", method)
 		}
 		return errs.Wrap(err, errs.ConnectionLost, "the connection to %s broke during %s; its outcome is unknown", m.address, method)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return errs.Wrap(err, errs.ConnectionLost, "the answer to %s was cut off", method)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return rpc.ParseHTTPError(resp.StatusCode, data)
+	if status != http.StatusOK {
+		return rpc.ParseHTTPError(status, data)
 	}
 	msg, err := rpc.Decode(data)
 	if err != nil || !msg.IsResponse() {

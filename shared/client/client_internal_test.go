@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,14 +17,22 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/paths"
 )
 
-// TestTransportHasNoProxyAndNoRedirects checks the client's HTTP transport
-// itself: against loopback addresses Go skips environment proxies anyway, so
-// the black-box test alone could not tell a Proxy: nil from the default.
-func TestTransportHasNoProxyAndNoRedirects(t *testing.T) {
+// TestNoRedirectIsFollowed: an answer that redirects comes from something
+// other than the instance's manager; the client returns it as an error
+// and sends nothing (the credential least of all) where it points.
+func TestNoRedirectIsFollowed(t *testing.T) {
 	token := discovery.NewToken()
+	var elsewhere atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(mgmt.IdentityResult{InstanceID: "inst_x", Proof: localauth.Proof(token, "inst_x", r.URL.Query().Get("challenge"))})
+		switch r.URL.Path {
+		case mgmt.RouteIdentity:
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(mgmt.IdentityResult{InstanceID: "inst_x", Proof: localauth.Proof(token, "inst_x", r.URL.Query().Get("challenge"))})
+		case mgmt.RouteRPC:
+			http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+		default:
+			elsewhere.Add(1)
+		}
 	}))
 	defer srv.Close()
 	dir := t.TempDir()
@@ -55,14 +64,10 @@ func TestTransportHasNoProxyAndNoRedirects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	ht, ok := m.http.Transport.(*http.Transport)
-	if !ok {
-		t.Fatalf("transport %T", m.http.Transport)
+	if _, err := m.Status(ctx); err == nil {
+		t.Fatal("a redirect was taken for the status")
 	}
-	if ht.Proxy != nil {
-		t.Fatal("the management transport consults a proxy")
-	}
-	if m.http.CheckRedirect == nil || m.http.CheckRedirect(nil, nil) != http.ErrUseLastResponse {
-		t.Fatal("the management client follows redirects")
+	if n := elsewhere.Load(); n != 0 {
+		t.Fatalf("the client followed the redirect (%d requests)", n)
 	}
 }
