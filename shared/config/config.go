@@ -362,70 +362,33 @@ func Load(opts LoadOptions) (*Config, error) {
 		}
 	}
 
-	merged := koanf.New(".")
-	origin := map[string]string{}
-	record := func(layer *koanf.Koanf, describe func(key string) string) error {
-		for key := range layer.All() {
-			if _, ok := fieldByKey()[key]; ok {
-				origin[key] = describe(key)
-				continue
-			}
-			// "profiles.<name>.<setting>[.…]": remember who set the
-			// profile and the setting, for validation messages.
-			if parts := strings.SplitN(key, ".", 4); len(parts) >= 2 && tableByKey(parts[0]) {
-				origin[parts[0]+"."+parts[1]] = describe(key)
-				if len(parts) >= 3 {
-					origin[strings.Join(parts[:3], ".")] = describe(key)
-				}
-			}
-		}
-		return merged.Merge(layer)
-	}
-
-	if err := merged.Load(confmap.Provider(defaultValues(), "."), nil); err != nil {
-		return nil, errs.Wrap(err, errs.Internal, "loading configuration defaults")
-	}
-	// The named tables are nested maps already: no delimiter, so that no
-	// key inside them is split at a dot.
-	if err := merged.Load(confmap.Provider(defaultTables(), ""), nil); err != nil {
-		return nil, errs.Wrap(err, errs.Internal, "loading configuration defaults")
-	}
-
+	var fileLayer, flagLayer *koanf.Koanf
+	var flagOf map[string]string
 	if opts.File != "" {
-		layer, err := loadFile(opts.File)
-		if err != nil {
+		var err error
+		if fileLayer, err = loadFile(opts.File); err != nil {
 			return nil, err
 		}
-		if layer != nil {
-			if err := record(layer, func(string) string { return opts.File }); err != nil {
-				return nil, errs.Wrap(err, errs.Internal, "merging %s", opts.File)
-			}
-		}
 	}
-
-	layer, err := loadEnv(opts.Environ)
+	envLayer, err := loadEnv(opts.Environ)
 	if err != nil {
 		return nil, err
 	}
-	if err := record(layer, EnvName); err != nil {
-		return nil, errs.Wrap(err, errs.Internal, "merging the environment")
-	}
-
 	if opts.Flags != nil {
-		layer, flagOf, err := loadFlags(opts.Flags, opts.FlagKeys)
-		if err != nil {
+		if flagLayer, flagOf, err = loadFlags(opts.Flags, opts.FlagKeys); err != nil {
 			return nil, err
 		}
-		if err := record(layer, func(key string) string { return "--" + flagOf[key] }); err != nil {
-			return nil, errs.Wrap(err, errs.Internal, "merging the flags")
-		}
 	}
-
+	origin := map[string]string{}
 	var c Config
-	// Every layer was checked key by key above, so this strict decode only
-	// fails on a bug; it is the safety net that keeps unknown keys fatal.
-	if err := merged.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: decoderConfig()}); err != nil {
-		return nil, errs.Wrap(err, errs.ConfigInvalid, "configuration does not fit its schema")
+	if empty(fileLayer) && empty(envLayer) && empty(flagLayer) {
+		// Nothing is set (no file, no DEEPCODE_* variable, no flag): the
+		// defaults are the configuration, and the merge below — reflection
+		// over every key, a third of a millisecond of every CLI command's
+		// start — would only rebuild them (TestLoadDefaultsFastPath).
+		c = Defaults()
+	} else if c, err = merge(fileLayer, envLayer, flagLayer, opts.File, flagOf, origin); err != nil {
+		return nil, err
 	}
 	for name, p := range c.Profiles {
 		if p.ApprovalPolicy == "" {
@@ -444,6 +407,60 @@ func Load(opts LoadOptions) (*Config, error) {
 		return nil, errs.New(errs.ConfigInvalid, "%s", strings.Join(msgs, "; "))
 	}
 	return &c, nil
+}
+
+// empty reports a layer that sets nothing.
+func empty(layer *koanf.Koanf) bool { return layer == nil || len(layer.Raw()) == 0 }
+
+// merge decodes the defaults with the layers over them, recording in
+// origin which layer set each key (for validation messages).
+func merge(fileLayer, envLayer, flagLayer *koanf.Koanf, file string, flagOf, origin map[string]string) (Config, error) {
+	merged := koanf.New(".")
+	record := func(layer *koanf.Koanf, describe func(key string) string) error {
+		for key := range layer.All() {
+			if _, ok := fieldByKey()[key]; ok {
+				origin[key] = describe(key)
+				continue
+			}
+			// "profiles.<name>.<setting>[.…]": remember who set the
+			// profile and the setting, for validation messages.
+			if parts := strings.SplitN(key, ".", 4); len(parts) >= 2 && tableByKey(parts[0]) {
+				origin[parts[0]+"."+parts[1]] = describe(key)
+				if len(parts) >= 3 {
+					origin[strings.Join(parts[:3], ".")] = describe(key)
+				}
+			}
+		}
+		return merged.Merge(layer)
+	}
+	if err := merged.Load(confmap.Provider(defaultValues(), "."), nil); err != nil {
+		return Config{}, errs.Wrap(err, errs.Internal, "loading configuration defaults")
+	}
+	// The named tables are nested maps already: no delimiter, so that no
+	// key inside them is split at a dot.
+	if err := merged.Load(confmap.Provider(defaultTables(), ""), nil); err != nil {
+		return Config{}, errs.Wrap(err, errs.Internal, "loading configuration defaults")
+	}
+	if fileLayer != nil {
+		if err := record(fileLayer, func(string) string { return file }); err != nil {
+			return Config{}, errs.Wrap(err, errs.Internal, "merging %s", file)
+		}
+	}
+	if err := record(envLayer, EnvName); err != nil {
+		return Config{}, errs.Wrap(err, errs.Internal, "merging the environment")
+	}
+	if flagLayer != nil {
+		if err := record(flagLayer, func(key string) string { return "--" + flagOf[key] }); err != nil {
+			return Config{}, errs.Wrap(err, errs.Internal, "merging the flags")
+		}
+	}
+	var c Config
+	// Every layer was checked key by key, so this strict decode only
+	// fails on a bug; it is the safety net that keeps unknown keys fatal.
+	if err := merged.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: decoderConfig()}); err != nil {
+		return Config{}, errs.Wrap(err, errs.ConfigInvalid, "configuration does not fit its schema")
+	}
+	return c, nil
 }
 
 // sourceOf is the layer that set key or, failing that, the nearest enclosing

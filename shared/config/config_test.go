@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
 )
 
@@ -487,4 +488,47 @@ timeout = "8s"
 	if !reflect.DeepEqual(*c, want) {
 		t.Fatalf("got %+v\nwant %+v", *c, want)
 	}
+}
+
+// TestLoadDefaultsFastPath: with nothing set, Load returns the defaults
+// without merging, and they are exactly what the merge would give; a file
+// with only an empty profile table still goes through the merge (the
+// table exists, with no keys).
+func TestLoadDefaultsFastPath(t *testing.T) {
+	got, err := Load(LoadOptions{Environ: []string{"HOME=/nowhere", "DEEPCODE_HOME=/x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged, err := merge(nil, koanf.New("."), nil, "", nil, map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range merged.Profiles {
+		if p.ApprovalPolicy == "" {
+			p.ApprovalPolicy = defaultApprovalPolicy
+			merged.Profiles[name] = p
+		}
+	}
+	if !reflect.DeepEqual(*got, merged) {
+		t.Fatalf("the defaults differ from their merge:\n%+v\n%+v", *got, merged)
+	}
+	if !empty(mustLayer(t, "")) || empty(mustLayer(t, "[profiles.x]\n")) {
+		t.Fatal("an empty file must be empty and one with a table must not")
+	}
+}
+
+func mustLayer(t *testing.T, text string) *koanf.Koanf {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := loadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l == nil {
+		return koanf.New(".")
+	}
+	return l
 }
