@@ -76,9 +76,16 @@ func buildProgram(b *testing.B, name string) string {
 
 // bareStatusSpawn measures testdata/barestatus against the running instance:
 // the floor of the status goal on this machine, for any program written in
-// Go.
+// Go; and testdata/barestatusverified, which also makes the server prove
+// it knows the token before sending it, as every deepcode client must
+// (bare-verified-status-spawn).
 func bareStatusSpawn(b *testing.B, env *testkit.Env) {
-	bin := buildProgram(b, "barestatus")
+	spawnBare(b, env, "barestatus", "bare-status-spawn")
+	spawnBare(b, env, "barestatusverified", "bare-verified-status-spawn")
+}
+
+func spawnBare(b *testing.B, env *testkit.Env, program, metric string) {
+	bin := buildProgram(b, program)
 	l := env.Layout("")
 	var ds []time.Duration
 	for i := 0; i < 50; i++ {
@@ -94,7 +101,7 @@ func bareStatusSpawn(b *testing.B, env *testkit.Env) {
 			b.Fatalf("bare status client printed no status: %s", out.Bytes())
 		}
 	}
-	reportPercentiles(b, ds, "bare-status-spawn")
+	reportPercentiles(b, ds, metric)
 }
 
 // BenchmarkServiceStart: `deepcode service start` from nothing running to
@@ -119,7 +126,8 @@ func BenchmarkServiceStart(b *testing.B) {
 // running instance. Goal: median ≤ 10 ms. In the same run: the deepcode
 // binary's start alone (raw-spawn), a Go program that does nothing
 // (empty-go-spawn), and one that does nothing but the status exchange
-// (bare-status-spawn).
+// (bare-status-spawn), also with the identity check
+// (bare-verified-status-spawn).
 func BenchmarkServiceStatus(b *testing.B) {
 	env := testkit.NewEnv(b, testkit.Binaries(b))
 	env.MustRun("service", "start", "--port", "0")
