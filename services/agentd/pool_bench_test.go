@@ -29,7 +29,9 @@ import (
 // same fake model: a warm turn through deepcode (client → agentd → runtime
 // → durable events → turn/read) against the same turn sent to the runtime
 // directly (the goal: deepcode adds ≤ 10 ms at the median); a cold first
-// turn (a new thread: the runtime starts) against the warm one; and
+// turn (a new thread: the runtime starts) against the CLI's own first turn
+// when started directly (codex and claude; the goal: the median of the
+// pairs' ratios ≤ 1.1) and against the warm one; and
 // agentd's resident memory with three warm runtimes against its own at
 // rest (the goal: ≤ 25 MiB more). It also reports the CPU time agentd
 // spends per warm turn, through the runtime and through the script
@@ -140,6 +142,14 @@ func median(ds []time.Duration) time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+func roundMs(ds []time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d.Round(time.Millisecond)
+	}
+	return out
+}
+
 // cpuTime is the CPU time a process's threads have used so far (Linux:
 // schedstat, in nanoseconds; 0 elsewhere).
 func cpuTime(pid int) time.Duration {
@@ -226,15 +236,49 @@ func benchRuntime(b *testing.B, provider string) {
 
 	wsDir := b.TempDir()
 	const prompt = "say hi"
-	// Cold: each first turn of a new thread starts its runtime.
-	var cold []time.Duration
+	// Cold: each first turn of a new thread starts its runtime; it is
+	// timed from thread/start to the turn's end, as `deepcode agents run`
+	// would wait for it. codex and claude are also started directly, as
+	// agentd starts them (same arguments, environment and model), and
+	// timed from the spawn to their first turn's end: the floor of a cold
+	// turn through deepcode. The two alternate which goes first, for the
+	// same reasons as the warm pairs below, after one direct start that is
+	// not counted: the first start of a run took up to twice as long as the
+	// next ones whichever path it went through (0.5 s more on a quiet
+	// machine), and measuring deepcode's cold turns first, with the direct
+	// start later, had read that as deepcode's. opencode has no direct
+	// cold figure: its direct turns go to agentd's own server.
+	var cold, coldDirect []time.Duration
 	var threads []string
-	for range 3 {
+	var warmRSS float64
+	// At least five of each (claude's first turn varies by ±30% on a
+	// loaded machine), more with a longer -benchtime; an odd number, so
+	// that the median is one of them.
+	coldTurns := max(5, b.N/2|1)
+	if provider == "opencode" {
+		coldTurns = 3
+	} else {
+		coldDirectTurn(b, provider, bin, base, home, wsDir, prompt)
+	}
+	for i := range coldTurns {
+		if provider != "opencode" && i%2 == 1 {
+			time.Sleep(settleBetweenTurns)
+			coldDirect = append(coldDirect, coldDirectTurn(b, provider, bin, base, home, wsDir, prompt))
+		}
+		time.Sleep(settleBetweenTurns)
+		start := time.Now()
 		th := c.thread(wsDir, provider+"-auto")
 		threads = append(threads, th)
-		cold = append(cold, c.turn(th, prompt))
+		c.turn(th, prompt)
+		cold = append(cold, time.Since(start))
+		if len(threads) == 3 {
+			warmRSS = rssMiB(agentdPID)
+		}
+		if provider != "opencode" && i%2 == 0 {
+			time.Sleep(settleBetweenTurns)
+			coldDirect = append(coldDirect, coldDirectTurn(b, provider, bin, base, home, wsDir, prompt))
+		}
 	}
-	warmRSS := rssMiB(agentdPID)
 
 	// Warm, through deepcode, and direct, interleaved.
 	var direct *directRuntime
@@ -316,10 +360,41 @@ func benchRuntime(b *testing.B, provider string) {
 		b.ReportMetric(ms(median(deepcodeSecond)), "added-deepcode-second-ms/turn")
 	}
 	b.ReportMetric(ms(median(cold)), "cold-ms/turn")
+	coldRatio := ""
+	if len(coldDirect) > 0 {
+		// The ratio is the median of the pairs' ratios: the machine's load
+		// changes over the seconds the cold turns take, and a ratio of the
+		// two medians compares turns from different moments (1.61 in a
+		// run whose pairs' median ratio was 0.93).
+		var coldAdded []time.Duration
+		var ratios []float64
+		for i := range coldDirect {
+			coldAdded = append(coldAdded, cold[i]-coldDirect[i])
+			ratios = append(ratios, float64(cold[i])/float64(coldDirect[i]))
+		}
+		slices.Sort(ratios)
+		ratio := ratios[len(ratios)/2]
+		b.ReportMetric(ms(median(coldDirect)), "cold-direct-ms/turn")
+		b.ReportMetric(ratio, "cold-ratio")
+		b.ReportMetric(ms(median(coldAdded)), "cold-added-ms/turn")
+		coldRatio = fmt.Sprintf(" (started directly %.1f ms; the pairs' median ratio ×%.2f, goal ≤ 1.1, and difference %.1f ms; through deepcode %v, directly %v)",
+			ms(median(coldDirect)), ratio, ms(median(coldAdded)), roundMs(cold), roundMs(coldDirect))
+	}
 	b.ReportMetric(rest, "agentd-rest-MiB")
 	b.ReportMetric(warmRSS, "agentd-3warm-MiB")
-	b.Logf("%s: median turn through deepcode %.1f ms, direct %.1f ms (deepcode adds %.1f ms, the mean of the medians of paired differences with deepcode first, %.1f ms, and second, %.1f ms; all pairs: %.1f ms; goal ≤ 10; a script turn through deepcode: %.1f ms); cold first turn %.1f ms vs warm %.1f ms; agentd RSS %.1f MiB at rest, %.1f MiB with three warm runtimes (+%.1f MiB; goal ≤ 25)",
-		provider, ms(md), ms(mr), ms(crossover), ms(median(deepcodeFirst)), ms(median(deepcodeSecond)), ms(median(added)), ms(median(viaScript)), ms(median(cold)), ms(md), rest, warmRSS, warmRSS-rest)
+	b.Logf("%s: median turn through deepcode %.1f ms, direct %.1f ms (deepcode adds %.1f ms, the mean of the medians of paired differences with deepcode first, %.1f ms, and second, %.1f ms; all pairs: %.1f ms; goal ≤ 10; a script turn through deepcode: %.1f ms); cold first turn %.1f ms%s vs warm %.1f ms; agentd RSS %.1f MiB at rest, %.1f MiB with three warm runtimes (+%.1f MiB; goal ≤ 25)",
+		provider, ms(md), ms(mr), ms(crossover), ms(median(deepcodeFirst)), ms(median(deepcodeSecond)), ms(median(added)), ms(median(viaScript)), ms(median(cold)), coldRatio, ms(md), rest, warmRSS, warmRSS-rest)
+}
+
+// coldDirectTurn starts the provider's CLI directly and returns the time
+// from its spawn to its first turn's end.
+func coldDirectTurn(tb testing.TB, provider, bin, base, home, ws, prompt string) time.Duration {
+	tb.Helper()
+	start := time.Now()
+	d := startDirect(tb, provider, bin, base, home, ws)
+	defer d.close()
+	d.turn(prompt)
+	return time.Since(start)
 }
 
 // directRuntime is the provider's CLI driven without deepcode.
@@ -348,7 +423,10 @@ func startDirect(tb testing.TB, provider, bin, base, home, ws string) *directRun
 	case "claude":
 		cmd = exec.Command(bin, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
 			"--include-partial-messages", "--permission-prompt-tool", "stdio", "--permission-mode", "default", "--model", "fake-model")
-		env = append(env, "CLAUDE_CONFIG_DIR="+home, "ANTHROPIC_API_KEY=sk-bench", "ANTHROPIC_BASE_URL="+base, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1")
+		// What agentd sets (provider_claude.go) and the profile's env
+		// (runtimeProfiles).
+		env = append(env, "CLAUDE_CONFIG_DIR="+home, "ANTHROPIC_API_KEY=sk-bench", "ANTHROPIC_BASE_URL="+base, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1",
+			"CLAUDE_CODE_MAX_RETRIES=1")
 	}
 	// The same HOME as agentd's runtimes get from runtimeProfiles.
 	env = append(env, "HOME="+runtimeHome(tb, home))
