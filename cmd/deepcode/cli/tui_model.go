@@ -14,6 +14,7 @@ import (
 	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/deepcode-dev/deepcode/cmd/internal/business"
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/client"
 	"github.com/deepcode-dev/deepcode/shared/errs"
@@ -54,8 +55,8 @@ type (
 	tuiRetry  struct{ gen int }
 	tuiTicked struct{}
 	tuiReplay struct {
-		round *replayRound
-		res   replayResult
+		round *business.ReplayRound
+		res   business.ReplayResult
 		err   error
 	}
 	tuiThreads struct {
@@ -141,7 +142,7 @@ func newTUIModel(ctx context.Context, a *app, o tuiOptions, ws string) *tuiModel
 	ta.FocusedStyle.CursorLine = ta.FocusedStyle.Text
 	ta.Focus()
 	m := &tuiModel{ctx: ctx, a: a, opts: o, ws: ws, prompt: ta, vp: viewport.New(80, 20),
-		connState: "connecting", st: newTUIStyles(), retryDelay: minReconnectDelay}
+		connState: "connecting", st: newTUIStyles(), retryDelay: business.MinReconnectDelay}
 	switch {
 	case a == nil: // a test's model, with no app
 	case a.tui.Markdown != nil:
@@ -271,7 +272,7 @@ var turnNotices = map[string]bool{"turn started": true, "turn queued": true, "st
 // all ended (the status line says what the thread does now).
 func (m *tuiModel) settleNotice(ev client.Event) {
 	switch ev.Type {
-	case evTurnCompleted, evTurnFailed, evTurnInterrupted:
+	case business.EventTurnCompleted, business.EventTurnFailed, business.EventTurnInterrupted:
 		if m.view != nil && m.view.active == "" && len(m.view.queued) == 0 && !m.noticeErr && turnNotices[m.notice] {
 			m.notice = ""
 		}
@@ -368,7 +369,7 @@ func (m *tuiModel) update(msg tea.Msg) tea.Cmd {
 
 func (m *tuiModel) retryLater() tea.Cmd {
 	gen, d := m.gen, m.retryDelay
-	m.retryDelay = min(m.retryDelay*2, reconnectMaxDelay)
+	m.retryDelay = min(m.retryDelay*2, business.ReconnectMaxDelay)
 	return tea.Tick(d, func(time.Time) tea.Msg { return tuiRetry{gen: gen} })
 }
 
@@ -391,14 +392,14 @@ func (m *tuiModel) connected(msg tuiConnected) tea.Cmd {
 		m.connState = "disconnected"
 		m.connErr = errText(msg.err)
 		m.setError(msg.err)
-		if !retryable(msg.err) {
+		if !business.Retryable(msg.err) {
 			return nil // a protocol or credential mismatch: /reconnect after fixing it
 		}
 		return m.retryLater()
 	}
 	m.b = msg.b
 	m.connState, m.connErr = "connected", ""
-	m.retryDelay = minReconnectDelay
+	m.retryDelay = business.MinReconnectDelay
 	m.instanceID = msg.b.InstanceID()
 	m.setNotice("connected to instance %s", m.instanceID)
 	if m.mdMissing != "" {
@@ -463,13 +464,13 @@ func (m *tuiModel) recover() tea.Cmd {
 		v.recheck = true
 		return nil
 	}
-	v.round = &replayRound{threadID: v.id}
+	v.round = &business.ReplayRound{ThreadID: v.id}
 	return m.replayPage(v)
 }
 
 func (m *tuiModel) replayPage(v *threadView) tea.Cmd {
-	round, params := v.round, v.round.params(v.cursor)
-	var res replayResult
+	round, params := v.round, v.round.Params(v.cursor)
+	var res business.ReplayResult
 	return m.call(api.MethodEventReplay, params, &res, func(err error) tea.Msg {
 		return tuiReplay{round: round, res: res, err: err}
 	})
@@ -482,12 +483,12 @@ func (m *tuiModel) replayed(msg tuiReplay) tea.Cmd {
 	}
 	if msg.err != nil {
 		v.round = nil
-		if !connectionError(msg.err) {
+		if !business.ConnectionError(msg.err) {
 			m.setError(msg.err)
 		}
 		return nil // a new connection replays again
 	}
-	more, err := v.round.page(&v.cursor, msg.res, func(ev client.Event) bool {
+	more, err := v.round.Page(&v.cursor, msg.res, func(ev client.Event) bool {
 		v.apply(ev, m.st)
 		return true
 	})
@@ -520,13 +521,13 @@ func (m *tuiModel) live(ev client.Event) tea.Cmd {
 		return tea.Batch(cmds...)
 	}
 	if v.round != nil {
-		if ev.Sequence > v.cursor && !v.round.covers(ev.Sequence) {
+		if ev.Sequence > v.cursor && !v.round.Covers(ev.Sequence) {
 			v.recheck = true
 		}
 		return tea.Batch(cmds...)
 	}
-	switch nextLive(v.id, v.cursor, ev) {
-	case liveApply:
+	switch business.NextLive(v.id, v.cursor, ev) {
+	case business.LiveApply:
 		v.apply(ev, m.st)
 		v.cursor = ev.Sequence
 		m.dirty = true
@@ -534,7 +535,7 @@ func (m *tuiModel) live(ev client.Event) tea.Cmd {
 		if strings.HasPrefix(ev.Type, "turn.") {
 			cmds = append(cmds, m.loadThreads())
 		}
-	case liveGap:
+	case business.LiveGap:
 		cmds = append(cmds, m.recover())
 	}
 	return tea.Batch(cmds...)
@@ -690,11 +691,11 @@ func (m *tuiModel) startThread(text string) tea.Cmd {
 	}
 	m.setNotice("starting a thread…")
 	return func() tea.Msg {
-		th, err := startThread(ctx, b, ws, text, o.profile, o.trust)
+		th, err := business.StartThread(ctx, b, ws, text, o.profile, o.trust)
 		if err != nil {
 			return tuiStarted{err: err}
 		}
-		err = call(ctx, b, api.MethodTurnStart, map[string]any{"threadId": th.ID, "messageId": newMessageID(),
+		err = call(ctx, b, api.MethodTurnStart, map[string]any{"threadId": th.ID, "messageId": business.NewMessageID(),
 			"input": map[string]string{"text": text}}, nil)
 		return tuiStarted{threadID: th.ID, err: err}
 	}
@@ -713,7 +714,7 @@ func (m *tuiModel) turn(method, text string) tea.Cmd {
 		m.setError(errs.New(errs.UsageError, "nothing to send"))
 		return nil
 	}
-	params := map[string]any{"threadId": m.view.id, "messageId": newMessageID(), "input": map[string]string{"text": text}}
+	params := map[string]any{"threadId": m.view.id, "messageId": business.NewMessageID(), "input": map[string]string{"text": text}}
 	what := "turn started"
 	switch method {
 	case api.MethodTurnSteer:
@@ -735,7 +736,7 @@ func (m *tuiModel) interrupt() tea.Cmd {
 		return nil
 	}
 	m.setNotice("interrupting %s…", m.view.active)
-	return m.call(api.MethodTurnInterrupt, turnRef{ThreadID: m.view.id, TurnID: m.view.active}, nil,
+	return m.call(api.MethodTurnInterrupt, business.TurnRef{ThreadID: m.view.id, TurnID: m.view.active}, nil,
 		func(err error) tea.Msg { return tuiDone{what: "interrupt requested", err: err} })
 }
 
