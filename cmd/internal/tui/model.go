@@ -1,10 +1,9 @@
-package cli
+package tui
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/charmbracelet/bubbles/textarea"
 	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
 	"github.com/deepcode-dev/deepcode/cmd/internal/business"
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/client"
@@ -92,7 +90,7 @@ const (
 // tuiModel is the TUI's state; bubbletea calls it from one goroutine.
 type tuiModel struct {
 	ctx      context.Context
-	a        *app
+	h        host // nil: a test's model
 	opts     tuiOptions
 	spinning bool // a tuiSpun tick is pending
 	ws       string
@@ -100,9 +98,8 @@ type tuiModel struct {
 
 	width, height int
 	st            tuiStyles
-	md            func(src string, width int) string // nil: no Markdown renderer (deepcode-tui's)
+	md            func(src string, width int) string // nil: the text as it is (a test's model)
 	mdRenders     int                                // Markdown renderings done (the cache's test counts them)
-	mdMissing     string                             // why messages are shown as text, told once
 
 	// The connection: one at a time, numbered by gen; messages of an older
 	// one are stale.
@@ -130,7 +127,7 @@ type tuiModel struct {
 	panes        map[string]string // thread → the terminal its pane showed last
 }
 
-func newTUIModel(ctx context.Context, a *app, o tuiOptions, ws string) *tuiModel {
+func newTUIModel(ctx context.Context, h host, o tuiOptions, ws string) *tuiModel {
 	ta := textarea.New()
 	ta.ShowLineNumbers = false
 	ta.Prompt = "› "
@@ -141,18 +138,8 @@ func newTUIModel(ctx context.Context, a *app, o tuiOptions, ws string) *tuiModel
 	ta.Cursor.SetMode(cursor.CursorStatic)
 	ta.FocusedStyle.CursorLine = ta.FocusedStyle.Text
 	ta.Focus()
-	m := &tuiModel{ctx: ctx, a: a, opts: o, ws: ws, prompt: ta, vp: viewport.New(80, 20),
+	m := &tuiModel{ctx: ctx, h: h, opts: o, ws: ws, prompt: ta, vp: viewport.New(80, 20),
 		connState: "connecting", st: newTUIStyles(), retryDelay: business.MinReconnectDelay}
-	switch {
-	case a == nil: // a test's model, with no app
-	case a.tui.Markdown != nil:
-		// runTUI has told lipgloss the background and the colour profile
-		// (so neither is asked of the terminal): the renderer takes both.
-		m.md = a.tui.Markdown(MarkdownStyle{Plain: os.Getenv("NO_COLOR") != "", Dark: lipgloss.HasDarkBackground(), Profile: lipgloss.ColorProfile()})
-	case a.tuiMissing != "":
-		m.mdMissing = a.tuiMissing
-		m.setNotice("%s", m.mdMissing)
-	}
 	m.vp.KeyMap = viewport.KeyMap{} // keys go to the prompt; scrolling is pgup/pgdown
 	return m
 }
@@ -180,16 +167,16 @@ func (m *tuiModel) connect(ensure bool) tea.Cmd {
 	m.gen++
 	m.connecting = true
 	m.connState = "connecting"
-	gen, a, ctx, send := m.gen, m.a, m.ctx, m.send
+	gen, h, ctx, send := m.gen, m.h, m.ctx, m.send
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(ctx, tuiConnectLimit)
 		defer cancel()
 		if ensure {
-			if err := a.ensureRunning(ctx); err != nil {
+			if err := h.EnsureRunning(ctx); err != nil {
 				return tuiConnected{gen: gen, err: err}
 			}
 		}
-		b, err := client.ConnectBusiness(ctx, a.layout, client.BusinessOptions{
+		b, err := h.Connect(ctx, client.BusinessOptions{
 			Surface: "tui",
 			OnNotification: func(method string, params json.RawMessage) {
 				var p struct {
@@ -203,7 +190,7 @@ func (m *tuiModel) connect(ensure bool) tea.Cmd {
 		if err != nil {
 			return tuiConnected{gen: gen, err: err}
 		}
-		st, _ := a.connectedStatus(ctx)
+		st, _ := h.Status(ctx)
 		return tuiConnected{gen: gen, b: b, st: st}
 	}
 }
@@ -402,13 +389,6 @@ func (m *tuiModel) connected(msg tuiConnected) tea.Cmd {
 	m.retryDelay = business.MinReconnectDelay
 	m.instanceID = msg.b.InstanceID()
 	m.setNotice("connected to instance %s", m.instanceID)
-	if m.mdMissing != "" {
-		// The first connection's notice replaces the one shown while
-		// connecting: it says it again (first: a narrow status line cuts
-		// the end), and only then is it told.
-		m.notice = m.mdMissing + " · " + m.notice
-		m.mdMissing = ""
-	}
 	if msg.st.Phase != "" {
 		m.phase = msg.st.Phase
 	}
@@ -426,7 +406,7 @@ func (m *tuiModel) call(method string, params, result any, done func(error) tea.
 		m.setError(errs.New(errs.ConnectionLost, "not connected to the service: /reconnect"))
 		return nil
 	}
-	return func() tea.Msg { return done(call(ctx, b, method, params, result)) }
+	return func() tea.Msg { return done(business.Call(ctx, b, method, params, result)) }
 }
 
 func (m *tuiModel) loadThreads() tea.Cmd {
@@ -695,7 +675,7 @@ func (m *tuiModel) startThread(text string) tea.Cmd {
 		if err != nil {
 			return tuiStarted{err: err}
 		}
-		err = call(ctx, b, api.MethodTurnStart, map[string]any{"threadId": th.ID, "messageId": business.NewMessageID(),
+		err = business.Call(ctx, b, api.MethodTurnStart, map[string]any{"threadId": th.ID, "messageId": business.NewMessageID(),
 			"input": map[string]string{"text": text}}, nil)
 		return tuiStarted{threadID: th.ID, err: err}
 	}
