@@ -17,9 +17,9 @@ type TUIOptions struct {
 	// process's terminal for `deepcode tui`, once the command line is
 	// parsed and the instance's layout resolved. Without it `deepcode tui`
 	// runs deepcode-tui, which has one: the TUI's terminal packages
-	// (bubbletea, lipgloss, termenv, the clipboard, glamour) cost every
-	// other command of the CLI their package inits at start-up and some
-	// 15 MB of binary.
+	// (bubbletea, lipgloss, termenv, the clipboard, glamour) would cost
+	// every other command of the CLI their package inits at start-up (the
+	// clipboard's scans PATH) and their share of the binary.
 	Run func(ctx context.Context, host *TUIHost, args TUIArgs) error
 }
 
