@@ -103,6 +103,47 @@ func TestCLIDoesNotLinkMarkdown(t *testing.T) {
 	}
 }
 
+// TestCLIDoesNotLinkTUI: deepcode does not link the terminal UI's
+// packages — bubbletea, bubbles, lipgloss, termenv and the clipboard
+// (whose init scans PATH for xclip and its kin), whose package inits every
+// command paid for at start-up, and bubbletea's asked the terminal for its
+// background — which deepcode-tui, the TUI's binary, links instead (and
+// must: otherwise the patterns would be wrong and this test check nothing).
+func TestCLIDoesNotLinkTUI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("go list of two binaries: not in -short")
+	}
+	tuiModules := []string{
+		"github.com/charmbracelet/bubbletea",
+		"github.com/charmbracelet/bubbles",
+		"github.com/charmbracelet/lipgloss",
+		"github.com/muesli/termenv",
+		"github.com/atotto/clipboard",
+	}
+	for _, goos := range []string{"linux", "darwin", "windows"} {
+		for _, p := range goList(t, goos, "./deepcode", "./deepcode-tui") {
+			linked := map[string]bool{}
+			for _, d := range p.Deps {
+				for _, m := range tuiModules {
+					if d == m || strings.HasPrefix(d, m+"/") {
+						linked[m] = true
+						if p.ImportPath == module+"/cmd/deepcode" {
+							t.Errorf("GOOS=%s: %s links %s", goos, p.ImportPath, d)
+						}
+					}
+				}
+			}
+			if p.ImportPath == module+"/cmd/deepcode-tui" {
+				for _, m := range tuiModules {
+					if !linked[m] {
+						t.Errorf("GOOS=%s: %s links no %s: the TUI is not where this test looks", goos, p.ImportPath, m)
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestServicesAreIndependent: no service imports another service's
 // package, and shared/ imports no service — what two binaries share lives
 // in shared/, and a service reaches another only over its socket.

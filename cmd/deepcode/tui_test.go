@@ -359,8 +359,7 @@ func TestTUIFastInput(t *testing.T) {
 // loopback fake model — is rendered as Markdown (a heading without its
 // marker, bullets, bold, a code block without its fence), while the
 // prompt that asked for it is shown as typed. Reopened under NO_COLOR, the
-// replayed answer is rendered in plain text: no colour at all. Run by a
-// deepcode that cannot find deepcode-tui, the TUI shows it as its text.
+// replayed answer is rendered in plain text: no colour at all.
 func TestTUIMarkdown(t *testing.T) {
 	t.Parallel()
 	model, err := fakemodel.Start()
@@ -442,34 +441,35 @@ func TestTUIMarkdown(t *testing.T) {
 	}
 	tm.keys("C-c")
 	tm.waitText("TUI-EXIT=0")
-	tm.run("kill-server")
+}
 
-	// A deepcode with no deepcode-tui beside it (nor in DEEPCODE_LIBEXEC)
-	// runs the TUI itself, which has no Markdown renderer: the answer is
-	// shown as its text, and the notice says why.
+// TestTUIUnavailable: deepcode has no TUI of its own (it links none of
+// the terminal packages): without deepcode-tui beside it or in
+// DEEPCODE_LIBEXEC, `deepcode tui` and deepcode with no command on a
+// terminal fail with TUI_UNAVAILABLE, naming the binary and what to do,
+// and exit 1.
+func TestTUIUnavailable(t *testing.T) {
+	t.Parallel()
 	alone := t.TempDir()
-	exe, err := os.ReadFile(filepath.Join(env.Bin, "deepcode"))
+	exe, err := os.ReadFile(filepath.Join(testkit.Binaries(t), "deepcode"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(alone, "deepcode"), exe, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	env.Extra = append(env.Extra, "DEEPCODE_LIBEXEC="+alone)
-	tm = newTmux(t, env, 120, 40, filepath.Join(alone, "deepcode")+" tui --workspace "+ws+"; echo TUI-EXIT=$?; sleep 600")
-	tm.waitFor("the notice of the missing renderer", func(s string) bool {
-		return strings.Contains(s, "· connected ·") && strings.Contains(s, "Markdown shown as text: no deepcode-tui beside deepcode")
-	})
-	tm.keys("Tab")
-	tm.waitText("enter open")
-	tm.keys("Enter")
-	s = tm.waitFor("the answer as text", func(s string) bool { return countLine(viewLines(s), "- first **bold** step") == 1 })
-	lines = viewLines(s)
-	for _, want := range []string{"# Plan", "```go", `fmt.Println("hi")`} {
-		if countLine(lines, want) != 1 {
-			t.Fatalf("%q is not shown once:\n%s", want, s)
+	env := testkit.NewEnv(t, alone) // DEEPCODE_LIBEXEC is alone too
+	for _, args := range [][]string{{"tui"}, {}, {"tui", "--trust", "--ids"}} {
+		c := startPTY(t, env, args...)
+		code := c.wait()
+		out := c.output()
+		if code != 1 {
+			t.Fatalf("deepcode %q without deepcode-tui exited %d, want 1: %q", args, code, out)
+		}
+		for _, want := range []string{"(TUI_UNAVAILABLE)", "deepcode-tui", "reinstall deepcode, or set DEEPCODE_LIBEXEC", alone} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("deepcode %q without deepcode-tui wrote %q, want it to say %q", args, out, want)
+			}
 		}
 	}
-	tm.keys("C-c")
-	tm.waitText("TUI-EXIT=0")
 }

@@ -92,6 +92,10 @@ const (
 	// StorageReadOnly: the database or its folder cannot be written (a
 	// read-only mount or file); data carries the path.
 	StorageReadOnly Code = "STORAGE_READONLY"
+	// TUIUnavailable: the terminal UI's binary (deepcode-tui) is not where
+	// deepcode looks for it, or cannot run: reinstall, or set
+	// DEEPCODE_LIBEXEC to its folder.
+	TUIUnavailable Code = "TUI_UNAVAILABLE"
 )
 
 type classInfo struct {
@@ -159,6 +163,7 @@ var table = map[Code]classInfo{
 	ReplayGap:                {-32000, false, 409},
 	StorageFull:              {-32000, true, 507},
 	StorageReadOnly:          {-32000, false, 503},
+	TUIUnavailable:           {-32000, false, 500},
 }
 
 // Known reports whether c is in the table.

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/deepcode-dev/deepcode/cmd/internal/business"
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/client"
 	"github.com/deepcode-dev/deepcode/shared/errs"
@@ -182,14 +183,14 @@ error's code and retryable, present exactly when error is.`,
 			return a.withBusiness(cmd, func(ctx context.Context, b *client.Business) error {
 				var v struct {
 					agentView
-					Error *wireError `json:"error,omitempty"`
+					Error *business.Error `json:"error,omitempty"`
 				}
 				if err := call(ctx, b, api.MethodAgentShow, map[string]any{"id": args[0]}, &v); err != nil {
 					return err
 				}
 				out := v.agentView
 				if v.Error != nil {
-					w := v.Error.err().ToWire()
+					w := v.Error.Err().ToWire()
 					out.Error = &w
 					out.ErrorCode, out.ErrorRetryable = w.Code, &w.Retryable
 				}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/deepcode-dev/deepcode/cmd/internal/business"
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"os"
 	"strings"
@@ -139,7 +140,7 @@ Examples:
 				return err
 			}
 			if name == "" {
-				name = titleOf(prompt)
+				name = business.TitleOf(prompt)
 			}
 			params := map[string]any{"name": name, "cron": cron, "workspace": ws, "prompt": prompt, "missedRunPolicy": policy}
 			if zone != "" {

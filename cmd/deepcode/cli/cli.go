@@ -56,11 +56,9 @@ type app struct {
 	layout *paths.Layout
 	cfg    *config.Config
 	// args are the command line's arguments, for deepcode-tui, which the
-	// TUI runs with the same ones; tui is what deepcode-tui adds, and
-	// tuiMissing why the TUI runs without it.
-	args       []string
-	tui        TUIOptions
-	tuiMissing string
+	// TUI runs with the same ones; tui is what deepcode-tui adds.
+	args []string
+	tui  TUIOptions
 }
 
 // Main runs the CLI and returns its exit status.

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/deepcode-dev/deepcode/cmd/internal/business"
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/spf13/cobra"
@@ -122,19 +123,6 @@ func taskText(args []string, stdin io.Reader) (string, error) {
 	return strings.Join(args, " "), nil
 }
 
-// titleOf is a thread title: the task's first line, shortened.
-func titleOf(task string) string {
-	title := strings.TrimSpace(strings.SplitN(strings.TrimSpace(task), "\n", 2)[0])
-	if len(title) > 80 {
-		cut := 80
-		for cut > 0 && !utf8.RuneStart(title[cut]) {
-			cut--
-		}
-		title = title[:cut]
-	}
-	return title
-}
-
 // pendingSignal returns a signal received so far, if any.
 func pendingSignal(sigs <-chan os.Signal) os.Signal {
 	select {
@@ -167,7 +155,7 @@ func (a *app) execRun(ctx context.Context, o execOptions, task string, sigs <-ch
 		b.Close()
 		return &exitError{code: exitInterrupted}
 	}
-	thread, err := startThread(base, b, ws, task, o.profile, o.trust)
+	thread, err := business.StartThread(base, b, ws, task, o.profile, o.trust)
 	if err != nil {
 		b.Close()
 		return err
@@ -178,7 +166,7 @@ func (a *app) execRun(ctx context.Context, o execOptions, task string, sigs <-ch
 	}
 	f.b = b
 	defer f.close()
-	turn, err := f.startTurn(newMessageID(), task)
+	turn, err := f.startTurn(business.NewMessageID(), task)
 	if err != nil {
 		return err
 	}
@@ -204,12 +192,12 @@ func (a *app) execRun(ctx context.Context, o execOptions, task string, sigs <-ch
 // startTurn submits the task. turn/start is keyed by messageId: after a
 // lost answer the identical request is sent again with the same key, which
 // returns the turn the first one admitted instead of starting another.
-func (f *follower) startTurn(messageID, task string) (wireTurn, error) {
+func (f *follower) startTurn(messageID, task string) (business.Turn, error) {
 	var res struct {
-		Turn wireTurn `json:"turn"`
+		Turn business.Turn `json:"turn"`
 	}
 	params := map[string]any{"threadId": f.threadID, "messageId": messageID, "input": map[string]string{"text": task}}
-	delay, since := minReconnectDelay, time.Now()
+	delay, since := business.MinReconnectDelay, time.Now()
 	for {
 		var err error
 		if f.b == nil {
@@ -220,14 +208,14 @@ func (f *follower) startTurn(messageID, task string) (wireTurn, error) {
 				return res.Turn, nil
 			}
 		}
-		if !retryable(err) || time.Since(since) > reconnectLimit {
-			return wireTurn{}, err
+		if !business.Retryable(err) || time.Since(since) > reconnectLimit {
+			return business.Turn{}, err
 		}
 		f.lost(err)
 		f.pause(delay)
 		if f.finished {
-			return wireTurn{}, f.outcome
+			return business.Turn{}, f.outcome
 		}
-		delay = min(delay*2, reconnectMaxDelay)
+		delay = min(delay*2, business.ReconnectMaxDelay)
 	}
 }

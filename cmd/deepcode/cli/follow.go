@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/deepcode-dev/deepcode/cmd/internal/business"
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/client"
 	"github.com/deepcode-dev/deepcode/shared/errs"
@@ -20,27 +21,10 @@ import (
 const (
 	// reconnectLimit is how long a lost connection is retried.
 	reconnectLimit = 2 * time.Minute
-	// The backoff between attempts.
-	minReconnectDelay = 100 * time.Millisecond
-	reconnectMaxDelay = 3 * time.Second
 	// resyncInterval is how often a quiet follower reads the log anyway.
 	resyncInterval = 5 * time.Second
 	// interruptGuard is how long Ctrl-C waits for the turn to end.
 	interruptGuard = 20 * time.Second
-)
-
-// Event types the renderer understands.
-const (
-	evTurnQueued       = "turn.queued"
-	evTurnStarted      = "turn.started"
-	evItemStarted      = "item.started"
-	evItemDelta        = "item.delta"
-	evItemCompleted    = "item.completed"
-	evApprovalRequest  = "approval.requested"
-	evApprovalResolved = "approval.resolved"
-	evTurnCompleted    = "turn.completed"
-	evTurnFailed       = "turn.failed"
-	evTurnInterrupted  = "turn.interrupted"
 )
 
 // follower renders one turn from its thread's durable event log with one
@@ -173,7 +157,7 @@ func (f *follower) record(raw json.RawMessage) {
 }
 
 type pendingApproval struct {
-	approval wireApproval
+	approval business.Approval
 	decision string // "approve" or "deny" once decided
 	sent     bool
 }
@@ -204,20 +188,6 @@ func (f *follower) dial() error {
 	return nil
 }
 
-// retryable reports failures worth another connection: the connection or
-// the service behind it may come back. A protocol or credential mismatch
-// will not.
-func retryable(err error) bool {
-	if connectionError(err) {
-		return true
-	}
-	switch errs.CodeOf(err) {
-	case errs.StartTimeout, errs.LeaseHeld:
-		return true
-	}
-	return false
-}
-
 // pause waits d before the next attempt, acting on signals meanwhile.
 func (f *follower) pause(d time.Duration) {
 	t := time.NewTimer(d)
@@ -243,7 +213,7 @@ func (f *follower) gaveUp(err error) error {
 // returns its outcome. It gives up after reconnectLimit without a
 // connection that caught up with the log.
 func (f *follower) run() error {
-	delay, since := minReconnectDelay, time.Now()
+	delay, since := business.MinReconnectDelay, time.Now()
 	for !f.finished {
 		var err error
 		if f.b == nil {
@@ -256,10 +226,10 @@ func (f *follower) run() error {
 				break
 			}
 			if f.healthy {
-				delay, since = minReconnectDelay, time.Now()
+				delay, since = business.MinReconnectDelay, time.Now()
 			}
 		}
-		if !retryable(err) {
+		if !business.Retryable(err) {
 			return err
 		}
 		if time.Since(since) > reconnectLimit {
@@ -267,7 +237,7 @@ func (f *follower) run() error {
 		}
 		f.lost(err)
 		f.pause(delay)
-		delay = min(delay*2, reconnectMaxDelay)
+		delay = min(delay*2, business.ReconnectMaxDelay)
 	}
 	return f.outcome
 }
@@ -293,10 +263,10 @@ func (f *follower) session() error {
 		}
 		select {
 		case ev := <-b.Events():
-			switch nextLive(f.threadID, f.cursor, ev) {
-			case liveIgnore:
+			switch business.NextLive(f.threadID, f.cursor, ev) {
+			case business.LiveIgnore:
 				continue
-			case liveApply:
+			case business.LiveApply:
 				f.apply(ev)
 				continue
 			}
@@ -335,13 +305,13 @@ func (f *follower) session() error {
 
 // catchUp replays from the cursor to the head captured by the first page.
 func (f *follower) catchUp() error {
-	round := replayRound{threadID: f.threadID}
+	round := business.ReplayRound{ThreadID: f.threadID}
 	for !f.finished {
-		var res replayResult
-		if err := call(f.ctx, f.b, api.MethodEventReplay, round.params(f.cursor), &res); err != nil {
+		var res business.ReplayResult
+		if err := call(f.ctx, f.b, api.MethodEventReplay, round.Params(f.cursor), &res); err != nil {
 			return err
 		}
-		more, err := round.page(&f.cursor, res, func(ev client.Event) bool {
+		more, err := round.Page(&f.cursor, res, func(ev client.Event) bool {
 			f.apply(ev)
 			return !f.finished
 		})
@@ -357,8 +327,8 @@ func (f *follower) catchUp() error {
 // profile policy decided at once is not asked about).
 func (f *follower) act() error {
 	if f.interruptWanted && !f.interruptSent && f.turnID != "" {
-		err := call(f.ctx, f.b, api.MethodTurnInterrupt, turnRef{ThreadID: f.threadID, TurnID: f.turnID}, nil)
-		if err != nil && connectionError(err) {
+		err := call(f.ctx, f.b, api.MethodTurnInterrupt, business.TurnRef{ThreadID: f.threadID, TurnID: f.turnID}, nil)
+		if err != nil && business.ConnectionError(err) {
 			return err
 		}
 		f.interruptSent = true // or it had already ended (CONFLICT)
@@ -388,7 +358,7 @@ func (f *follower) act() error {
 		err := call(f.ctx, f.b, api.MethodApprovalReply, map[string]any{
 			"approvalId": p.approval.ID, "revision": p.approval.Revision, "decision": p.decision,
 		}, nil)
-		if err != nil && connectionError(err) {
+		if err != nil && business.ConnectionError(err) {
 			// Resent after reconnecting only if the log still shows it
 			// pending: the revision makes a second answer fail, not repeat.
 			return err
@@ -503,16 +473,16 @@ func (f *follower) apply(ev client.Event) {
 		return
 	}
 	switch ev.Type {
-	case evItemStarted:
+	case business.EventItemStarted:
 		var p struct {
-			Item wireItem `json:"item"`
+			Item business.Item `json:"item"`
 		}
 		if json.Unmarshal(ev.Payload, &p) == nil && p.Item.TurnID == f.turnID {
 			f.items[p.Item.ID] = &itemState{kind: p.Item.Kind, endedNL: true, step: stepOf(p.Item.Kind, p.Item.Payload), seq: ev.Sequence}
 			f.record(ev.Payload)
 			f.restep()
 		}
-	case evItemDelta:
+	case business.EventItemDelta:
 		var p struct {
 			TurnID string `json:"turnId"`
 			ItemID string `json:"itemId"`
@@ -534,9 +504,9 @@ func (f *follower) apply(ev client.Event) {
 			w = f.stderr()
 		}
 		f.write(st, w, p.Delta.Text)
-	case evItemCompleted:
+	case business.EventItemCompleted:
 		var p struct {
-			Item wireItem `json:"item"`
+			Item business.Item `json:"item"`
 		}
 		if json.Unmarshal(ev.Payload, &p) != nil || p.Item.TurnID != f.turnID {
 			return
@@ -549,9 +519,9 @@ func (f *follower) apply(ev client.Event) {
 		f.record(ev.Payload)
 		f.completed(st, p.Item)
 		f.restep()
-	case evApprovalRequest:
+	case business.EventApprovalRequest:
 		var p struct {
-			Approval wireApproval `json:"approval"`
+			Approval business.Approval `json:"approval"`
 		}
 		if json.Unmarshal(ev.Payload, &p) == nil && p.Approval.TurnID == f.turnID && p.Approval.Status == "pending" {
 			if f.pending[p.Approval.ID] == nil {
@@ -560,7 +530,7 @@ func (f *follower) apply(ev client.Event) {
 				f.restep()
 			}
 		}
-	case evApprovalResolved:
+	case business.EventApprovalResolved:
 		var p struct {
 			ApprovalID string `json:"approvalId"`
 			Decision   string `json:"decision"`
@@ -575,13 +545,13 @@ func (f *follower) apply(ev client.Event) {
 		}
 		f.forget(p.ApprovalID)
 		f.restep()
-	case evTurnQueued:
+	case business.EventTurnQueued:
 		f.status.setStep("queued")
-	case evTurnStarted:
+	case business.EventTurnStarted:
 		f.restep()
-	case evTurnCompleted, evTurnFailed, evTurnInterrupted:
+	case business.EventTurnCompleted, business.EventTurnFailed, business.EventTurnInterrupted:
 		var p struct {
-			Turn wireTurn `json:"turn"`
+			Turn business.Turn `json:"turn"`
 		}
 		if json.Unmarshal(ev.Payload, &p) == nil && p.Turn.ID == f.turnID {
 			f.ended(p.Turn)
@@ -599,7 +569,7 @@ func (f *follower) write(st *itemState, w io.Writer, text string) {
 	st.endedNL = strings.HasSuffix(text, "\n")
 }
 
-func (f *follower) completed(st *itemState, it wireItem) {
+func (f *follower) completed(st *itemState, it business.Item) {
 	switch it.Kind {
 	case "agentMessage":
 		if !st.wrote {
@@ -645,13 +615,13 @@ type execResult struct {
 }
 
 // ended records the turn's outcome: its exit status and its error.
-func (f *follower) ended(t wireTurn) {
+func (f *follower) ended(t business.Turn) {
 	code := exitOK
 	switch t.Status {
 	case "failed":
 		code = exitFailure
 		if t.Error != nil && t.Error.Code == errs.TaskFailed {
-			n, ok := t.Error.exitCode()
+			n, ok := t.Error.Exit()
 			if !ok {
 				n = f.lastExit
 			}
@@ -679,12 +649,12 @@ func (f *follower) ended(t wireTurn) {
 			out.Usage = json.RawMessage("null")
 		}
 		if t.Error != nil && t.Status != "completed" {
-			w := t.Error.err().ToWire()
+			w := t.Error.Err().ToWire()
 			out.Error = &w
 		}
 		f.a.printJSON(out)
 	} else if t.Error != nil && t.Status != "completed" {
-		f.a.printError(t.Error.err())
+		f.a.printError(t.Error.Err())
 	}
 	if code == exitOK {
 		f.finish(nil)

@@ -9,13 +9,11 @@ import (
 	"unicode"
 
 	"github.com/charmbracelet/x/ansi"
+	"github.com/deepcode-dev/deepcode/cmd/internal/business"
 )
 
 // statusInterval is how often the status line is redrawn.
 const statusInterval = 100 * time.Millisecond
-
-// spinnerFrames are the status line's spinner, one per redraw.
-var spinnerFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
 // statusLine is the one line a running turn shows on a terminal's stderr:
 // a spinner, the time since the turn was started and its current step
@@ -55,7 +53,7 @@ func (s *statusLine) draw() {
 	if s == nil || s.stopped || s.paused || s.midLine {
 		return
 	}
-	line := spinnerFrames[s.frame%len(spinnerFrames)] + " " + elapsed(s.now().Sub(s.start)) + " " + s.step
+	line := business.SpinnerFrames[s.frame%len(business.SpinnerFrames)] + " " + business.Elapsed(s.now().Sub(s.start)) + " " + s.step
 	s.frame++
 	// One column short of the width: a full line would wrap on some
 	// terminals, and a wrapped line cannot be erased in place.
@@ -132,19 +130,6 @@ func (sw statusWriter) Write(p []byte) (int, error) {
 	n, err := sw.w.Write(p)
 	sw.s.wrote(p[:n])
 	return n, err
-}
-
-// elapsed is a duration as the status line shows it: 7s, 1m05s, 1h02m.
-func elapsed(d time.Duration) string {
-	sec := int(d / time.Second)
-	switch {
-	case sec < 60:
-		return fmt.Sprintf("%ds", sec)
-	case sec < 3600:
-		return fmt.Sprintf("%dm%02ds", sec/60, sec%60)
-	default:
-		return fmt.Sprintf("%dh%02dm", sec/3600, sec%3600/60)
-	}
 }
 
 // oneLine is text fit for the status line: its first line, runs of spaces

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/charmbracelet/x/term"
+	"github.com/deepcode-dev/deepcode/cmd/internal/business"
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/client"
 	"github.com/deepcode-dev/deepcode/shared/errs"
@@ -229,7 +230,7 @@ func (at *attacher) run(ctx context.Context, in cancelreader.CancelReader) (code
 	err = at.catchUp()
 	for {
 		if err != nil {
-			if !connectionError(err) {
+			if !business.ConnectionError(err) {
 				return 0, false, err
 			}
 			if err = at.redial(ctx, detach); err != nil {
@@ -282,13 +283,13 @@ func nilIfDetached(err error, ctx context.Context, detach <-chan struct{}) error
 // redial replaces a lost connection, retrying for reconnectLimit.
 func (at *attacher) redial(ctx context.Context, detach <-chan struct{}) error {
 	at.conn().Close()
-	delay, since := minReconnectDelay, time.Now()
+	delay, since := business.MinReconnectDelay, time.Now()
 	for {
 		_, err := at.dial()
 		if err == nil {
 			return nil
 		}
-		if !connectionError(err) || time.Since(since) > reconnectLimit {
+		if !business.ConnectionError(err) || time.Since(since) > reconnectLimit {
 			return err
 		}
 		select {

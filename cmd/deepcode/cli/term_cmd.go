@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/deepcode-dev/deepcode/cmd/internal/business"
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/client"
 	"github.com/deepcode-dev/deepcode/shared/errs"
@@ -310,7 +311,7 @@ func (a *app) findTerminal(ctx context.Context, b *client.Business, id string) (
 					return termRow{ThreadID: st.ThreadID, TerminalInfo: t}, nil
 				}
 			}
-		} else if connectionError(err) {
+		} else if business.ConnectionError(err) {
 			return termRow{}, err
 		}
 	}

@@ -1,18 +1,13 @@
 package cli
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
 	"github.com/deepcode-dev/deepcode/shared/errs"
-	"github.com/muesli/termenv"
 	"github.com/spf13/cobra"
 )
 
@@ -36,8 +31,8 @@ has run), waiting for your approval, and how many turns are queued; --ids
 adds the instance's and the thread's ids. The agent's messages are rendered
 as Markdown, wrapped to the terminal's width; prompts and command output are
 shown as they are. (The TUI is deepcode-tui, run with these arguments from
-beside deepcode or from $DEEPCODE_LIBEXEC; without it, deepcode runs the TUI
-itself and shows the agent's messages as their text.)
+beside deepcode or from $DEEPCODE_LIBEXEC; without it, deepcode tui fails
+with TUI_UNAVAILABLE.)
 
 Keys: enter sends the prompt (a new thread's first turn, a new turn of an
 idle thread, or steering for its running turn); ctrl+j inserts a newline;
@@ -102,15 +97,8 @@ func (a *app) runTUI(cmd *cobra.Command, o tuiOptions) error {
 		return &exitError{code: exitUsage, err: errs.New(errs.UsageError,
 			"the terminal UI needs a terminal on stdin and stdout; from scripts use `deepcode exec` or `deepcode relay`")}
 	}
-	if a.tui.Markdown == nil {
-		ran, code, why := a.runTUIBinary()
-		if ran {
-			if code != exitOK {
-				return &exitError{code: code} // deepcode-tui said why
-			}
-			return nil
-		}
-		a.tuiMissing = why
+	if a.tui.Run == nil {
+		return a.runTUIBinary()
 	}
 	if err := a.setup(cmd, nil); err != nil {
 		return err
@@ -120,53 +108,24 @@ func (a *app) runTUI(cmd *cobra.Command, o tuiOptions) error {
 		return err
 	}
 	a.quiet = true // progress messages would scribble over the screen
-	if os.Getenv("NO_COLOR") != "" {
-		lipgloss.SetColorProfile(termenv.Ascii)
-	}
-	// Told the background, lipgloss does not ask the terminal for it: a
-	// terminal that does not answer the query (many serial consoles, some
-	// multiplexers, a dumb pty) held the first frame for 5 s.
-	lipgloss.SetHasDarkBackground(darkBackground(os.Getenv("COLORFGBG")))
-	ctx, cancel := context.WithCancel(cmd.Context())
-	defer cancel()
-	m := newTUIModel(ctx, a, o, ws)
-	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(newWholeRunes(os.Stdin)), tea.WithOutput(os.Stdout))
-	m.send = p.Send
-	_, runErr := p.Run()
-	m.closeConn()
-	if runErr != nil && !errors.Is(runErr, tea.ErrProgramKilled) && !errors.Is(runErr, tea.ErrInterrupted) {
-		return errs.Wrap(runErr, errs.Internal, "terminal UI: %v", runErr)
-	}
-	if m.fatal != nil {
-		return m.fatal
+	if err := a.tui.Run(cmd.Context(), &TUIHost{a: a}, TUIArgs{Trust: o.trust, Workspace: ws, Profile: o.profile, IDs: o.ids}); err != nil {
+		return err
 	}
 	fmt.Fprintln(a.stderr, "deepcode: detached; turns go on in the service")
 	return nil
 }
 
-// darkBackground reads COLORFGBG ("fg;bg" or "fg;default;bg", set by rxvt,
-// konsole and others): the ANSI colours 0–6 and 8 are dark backgrounds.
-// Without it the background is taken as dark, the common default.
-func darkBackground(colorfgbg string) bool {
-	parts := strings.Split(colorfgbg, ";")
-	bg, err := strconv.Atoi(parts[len(parts)-1])
-	if err != nil || bg < 0 || bg > 15 {
-		return true
-	}
-	return bg <= 6 || bg == 8
-}
-
-// tuiBinaryName is the TUI's own binary: the CLI with the Markdown
-// renderer, which deepcode does not link (see TUIOptions).
+// tuiBinaryName is the TUI's own binary, which links the terminal
+// packages that deepcode does not (see TUIOptions).
 const tuiBinaryName = "deepcode-tui"
 
 // runTUIBinary runs deepcode-tui with this command line, found where the
 // service binaries are looked for (libexecCandidates). On Unix it takes
 // this process's place (syscall.Exec) and returns only if it could not;
 // on Windows, which has no exec, it runs as a child on the same console
-// and ran reports its exit status. Not ran: why, for the TUI that this
-// process then runs without Markdown.
-func (a *app) runTUIBinary() (ran bool, code int, why string) {
+// and its exit status is this one's. Without it, TUI_UNAVAILABLE: deepcode
+// has no TUI of its own.
+func (a *app) runTUIBinary() error {
 	invoked, err := invokedExecutable()
 	if err != nil {
 		invoked = ""
@@ -175,7 +134,8 @@ func (a *app) runTUIBinary() (ran bool, code int, why string) {
 	if exe, err := os.Executable(); err == nil {
 		self, _ = os.Stat(exe)
 	}
-	for _, d := range libexecCandidates(invoked) {
+	dirs := libexecCandidates(invoked)
+	for _, d := range dirs {
 		p, err := filepath.Abs(filepath.Join(d, tuiBinaryName+exeSuffix))
 		if err != nil {
 			continue
@@ -190,9 +150,13 @@ func (a *app) runTUIBinary() (ran bool, code int, why string) {
 		}
 		code, err := execTUI(p, a.args)
 		if err != nil {
-			return false, 0, fmt.Sprintf("Markdown shown as text: %s cannot run (%v)", tuiBinaryName, err)
+			return errs.Wrap(err, errs.TUIUnavailable, "the terminal UI is %s, which cannot run (%v): reinstall deepcode", p, err)
 		}
-		return true, code, ""
+		if code != exitOK {
+			return &exitError{code: code} // deepcode-tui said why
+		}
+		return nil
 	}
-	return false, 0, fmt.Sprintf("Markdown shown as text: no %s beside deepcode (reinstall, or set DEEPCODE_LIBEXEC)", tuiBinaryName)
+	return errs.New(errs.TUIUnavailable, "the terminal UI is %s%s, which is not beside deepcode nor in $DEEPCODE_LIBEXEC (looked in %s): reinstall deepcode, or set DEEPCODE_LIBEXEC to the folder that holds it",
+		tuiBinaryName, exeSuffix, strings.Join(slices.Compact(dirs), ", "))
 }

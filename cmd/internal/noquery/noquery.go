@@ -7,15 +7,17 @@
 // serial console, a plain pty) paid 5 s, and a late answer could land in
 // the shell's input.
 //
-// termenv never asks when TERM is "dumb". Package cli imports this one: its
-// init sets TERM=dumb for the other packages' inits, and cli's own init,
-// which Go runs after bubbletea's (cli imports bubbletea), calls Restore.
-// That this init runs before bubbletea's relies on Go's initialization
-// order (among the packages whose imports are initialized, the one with
-// the smallest import path goes first): this package imports only os, and
-// its path sorts before github.com/muesli/termenv, which lipgloss and
-// bubbletea import. A test runs deepcode on a pty and fails on any OSC 11
-// in its output and draws in colour (TERM is the real one again).
+// termenv never asks when TERM is "dumb". Package tui (cmd/internal/tui,
+// linked by deepcode-tui alone: deepcode links no bubbletea) imports this
+// one: its init sets TERM=dumb for the other packages' inits, and tui's own
+// init, which Go runs after bubbletea's (tui imports bubbletea), calls
+// Restore. That this init runs before bubbletea's relies on Go's
+// initialization order (among the packages whose imports are initialized,
+// the one with the smallest import path goes first): this package imports
+// only os, and its path sorts before github.com/muesli/termenv, which
+// lipgloss and bubbletea import. A test runs deepcode and the TUI on a pty
+// and fails on any OSC 11 in their output, and checks that the TUI draws
+// in colour (TERM is the real one again).
 package noquery
 
 import "os"

@@ -1,4 +1,4 @@
-package cli
+package tui
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/charmbracelet/x/ansi"
+	"github.com/deepcode-dev/deepcode/cmd/internal/business"
 	"github.com/deepcode-dev/deepcode/cmd/internal/tuimarkdown"
 	"github.com/deepcode-dev/deepcode/shared/client"
 	"github.com/muesli/termenv"
@@ -29,16 +30,16 @@ func mdView(t *testing.T) *threadView {
 	}
 	item := func(id, kind string, payload any) map[string]any {
 		raw, _ := json.Marshal(payload)
-		return map[string]any{"item": wireItem{ID: id, Kind: kind, Status: "completed", Payload: raw}}
+		return map[string]any{"item": business.Item{ID: id, Kind: kind, Status: "completed", Payload: raw}}
 	}
-	ev(evItemStarted, item("msg_1", "agentMessage", map[string]any{}))
+	ev(business.EventItemStarted, item("msg_1", "agentMessage", map[string]any{}))
 	for _, chunk := range []string{tuiMarkdownSample[:9], tuiMarkdownSample[9:40], tuiMarkdownSample[40:]} {
-		ev(evItemDelta, map[string]any{"itemId": "msg_1", "delta": map[string]string{"text": chunk}})
+		ev(business.EventItemDelta, map[string]any{"itemId": "msg_1", "delta": map[string]string{"text": chunk}})
 	}
-	ev(evItemCompleted, item("msg_1", "agentMessage", map[string]string{"text": tuiMarkdownSample}))
-	ev(evItemStarted, item("cmd_1", "commandExecution", map[string]any{"command": []string{"cat", "notes.md"}}))
-	ev(evItemDelta, map[string]any{"itemId": "cmd_1", "delta": map[string]string{"text": "# not a heading\n", "stream": "stdout"}})
-	ev(evItemCompleted, item("cmd_1", "commandExecution", map[string]any{"exitCode": 0}))
+	ev(business.EventItemCompleted, item("msg_1", "agentMessage", map[string]string{"text": tuiMarkdownSample}))
+	ev(business.EventItemStarted, item("cmd_1", "commandExecution", map[string]any{"command": []string{"cat", "notes.md"}}))
+	ev(business.EventItemDelta, map[string]any{"itemId": "cmd_1", "delta": map[string]string{"text": "# not a heading\n", "stream": "stdout"}})
+	ev(business.EventItemCompleted, item("cmd_1", "commandExecution", map[string]any{"exitCode": 0}))
 	return v
 }
 

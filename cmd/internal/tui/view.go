@@ -1,4 +1,4 @@
-package cli
+package tui
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
+	"github.com/deepcode-dev/deepcode/cmd/internal/business"
 	"github.com/deepcode-dev/deepcode/shared/client"
 )
 
@@ -36,8 +37,8 @@ type outLine struct {
 type threadView struct {
 	id, title string
 	cursor    int64
-	round     *replayRound // the recovery running, if any
-	recheck   bool         // another round after this one
+	round     *business.ReplayRound // the recovery running, if any
+	recheck   bool                  // another round after this one
 
 	lines     []outLine
 	items     map[string]*tuiItem
@@ -45,7 +46,7 @@ type threadView struct {
 	active    string    // the running turn
 	since     time.Time // when it started (its event's time)
 	queued    []string  // queued turns, oldest first
-	approvals []wireApproval
+	approvals []business.Approval
 	applied   int64 // events applied (each exactly once)
 }
 
@@ -173,7 +174,7 @@ func (v *threadView) apply(ev client.Event, _ tuiStyles) {
 	switch ev.Type {
 	case "turn.queued":
 		var p struct {
-			Turn wireTurn `json:"turn"`
+			Turn business.Turn `json:"turn"`
 		}
 		if json.Unmarshal(ev.Payload, &p) == nil && p.Turn.Status == "queued" {
 			v.queued = append(v.queued, p.Turn.ID)
@@ -197,9 +198,9 @@ func (v *threadView) apply(ev client.Event, _ tuiStyles) {
 		if json.Unmarshal(ev.Payload, &p) == nil {
 			v.line(lineUser, "› (steer) "+strings.ReplaceAll(strings.TrimRight(p.Item.Payload.Text, "\n"), "\n", "\n  "))
 		}
-	case evItemStarted:
+	case business.EventItemStarted:
 		var p struct {
-			Item wireItem `json:"item"`
+			Item business.Item `json:"item"`
 		}
 		if json.Unmarshal(ev.Payload, &p) != nil {
 			return
@@ -213,7 +214,7 @@ func (v *threadView) apply(ev client.Event, _ tuiStyles) {
 				v.line(lineMeta, "$ "+strings.Join(c.Command, " "))
 			}
 		}
-	case evItemDelta:
+	case business.EventItemDelta:
 		var p struct {
 			ItemID string `json:"itemId"`
 			Delta  struct {
@@ -237,9 +238,9 @@ func (v *threadView) apply(ev client.Event, _ tuiStyles) {
 			v.write(lineText, p.Delta.Text)
 		}
 		it.wrote = true
-	case evItemCompleted:
+	case business.EventItemCompleted:
 		var p struct {
-			Item wireItem `json:"item"`
+			Item business.Item `json:"item"`
 		}
 		if json.Unmarshal(ev.Payload, &p) != nil {
 			return
@@ -247,15 +248,15 @@ func (v *threadView) apply(ev client.Event, _ tuiStyles) {
 		it := v.items[p.Item.ID]
 		v.untrack(p.Item.ID)
 		v.completed(p.Item, it)
-	case evApprovalRequest:
+	case business.EventApprovalRequest:
 		var p struct {
-			Approval wireApproval `json:"approval"`
+			Approval business.Approval `json:"approval"`
 		}
 		if json.Unmarshal(ev.Payload, &p) == nil && p.Approval.Status == "pending" {
 			v.approvals = append(v.approvals, p.Approval)
 			v.line(lineWarn, fmt.Sprintf("? approval requested (%s): %s", p.Approval.Kind, p.Approval.Summary))
 		}
-	case evApprovalResolved:
+	case business.EventApprovalResolved:
 		var p struct {
 			ApprovalID string `json:"approvalId"`
 			Decision   string `json:"decision"`
@@ -270,9 +271,9 @@ func (v *threadView) apply(ev client.Event, _ tuiStyles) {
 			}
 		}
 		v.line(lineMeta, "  approval: "+p.Decision)
-	case evTurnCompleted, evTurnFailed, evTurnInterrupted:
+	case business.EventTurnCompleted, business.EventTurnFailed, business.EventTurnInterrupted:
 		var p struct {
-			Turn wireTurn `json:"turn"`
+			Turn business.Turn `json:"turn"`
 		}
 		if json.Unmarshal(ev.Payload, &p) != nil {
 			return
@@ -282,9 +283,9 @@ func (v *threadView) apply(ev client.Event, _ tuiStyles) {
 		}
 		v.unqueue(p.Turn.ID)
 		switch ev.Type {
-		case evTurnCompleted:
+		case business.EventTurnCompleted:
 			v.line(lineMeta, "— turn completed")
-		case evTurnFailed:
+		case business.EventTurnFailed:
 			msg := "✗ turn failed"
 			if p.Turn.Error != nil {
 				msg += fmt.Sprintf(": %s (%s)", p.Turn.Error.Message, p.Turn.Error.Code)
@@ -296,7 +297,7 @@ func (v *threadView) apply(ev client.Event, _ tuiStyles) {
 	}
 }
 
-func (v *threadView) completed(item wireItem, it *tuiItem) {
+func (v *threadView) completed(item business.Item, it *tuiItem) {
 	switch item.Kind {
 	case "userMessage":
 		var p struct {
@@ -515,10 +516,10 @@ func (v *threadView) state(now time.Time) string {
 	case len(v.approvals) > 0:
 		state = "waiting for your approval"
 	case v.active != "":
-		frame := spinnerFrames[int(now.UnixMilli()/int64(tuiSpin/time.Millisecond))%len(spinnerFrames)]
+		frame := business.SpinnerFrames[int(now.UnixMilli()/int64(tuiSpin/time.Millisecond))%len(business.SpinnerFrames)]
 		state = frame + " working"
 		if !v.since.IsZero() {
-			state += " " + elapsed(now.Sub(v.since))
+			state += " " + business.Elapsed(now.Sub(v.since))
 		}
 	}
 	if len(v.queued) > 0 {

@@ -1,31 +1,10 @@
-package cli
+package tui
 
 import (
 	"strings"
 
 	"github.com/charmbracelet/x/ansi"
-	"github.com/muesli/termenv"
 )
-
-// MarkdownStyle is what the TUI knows of the terminal when it makes the
-// renderer of the agent's messages; nothing in it comes from asking the
-// terminal (one that does not answer would make the TUI wait).
-type MarkdownStyle struct {
-	Plain   bool            // NO_COLOR: no escape sequences at all
-	Dark    bool            // a dark background (COLORFGBG, else taken as dark)
-	Profile termenv.Profile // the colours the terminal shows
-}
-
-// TUIOptions are what deepcode-tui adds to the CLI it runs.
-type TUIOptions struct {
-	// Markdown makes the renderer of one TUI run: the agent's message
-	// rendered wrapped to width columns. Without it the messages are
-	// shown as wrapped text, and `deepcode tui` runs deepcode-tui (which
-	// has one) instead of the TUI in its own process: the Markdown
-	// renderer's packages cost every other command of the CLI some 35 ms
-	// of start-up and 10 MB of binary.
-	Markdown func(MarkdownStyle) func(src string, width int) string
-}
 
 // renderMarkdown renders src with the run's renderer, or wraps it.
 func (m *tuiModel) renderMarkdown(src string, width int) string {

@@ -1,10 +1,9 @@
-package cli
+package tui
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -13,7 +12,7 @@ import (
 	"github.com/charmbracelet/bubbles/textarea"
 	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
+	"github.com/deepcode-dev/deepcode/cmd/internal/business"
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/client"
 	"github.com/deepcode-dev/deepcode/shared/errs"
@@ -54,8 +53,8 @@ type (
 	tuiRetry  struct{ gen int }
 	tuiTicked struct{}
 	tuiReplay struct {
-		round *replayRound
-		res   replayResult
+		round *business.ReplayRound
+		res   business.ReplayResult
 		err   error
 	}
 	tuiThreads struct {
@@ -91,7 +90,7 @@ const (
 // tuiModel is the TUI's state; bubbletea calls it from one goroutine.
 type tuiModel struct {
 	ctx      context.Context
-	a        *app
+	h        host // nil: a test's model
 	opts     tuiOptions
 	spinning bool // a tuiSpun tick is pending
 	ws       string
@@ -99,9 +98,8 @@ type tuiModel struct {
 
 	width, height int
 	st            tuiStyles
-	md            func(src string, width int) string // nil: no Markdown renderer (deepcode-tui's)
+	md            func(src string, width int) string // nil: the text as it is (a test's model)
 	mdRenders     int                                // Markdown renderings done (the cache's test counts them)
-	mdMissing     string                             // why messages are shown as text, told once
 
 	// The connection: one at a time, numbered by gen; messages of an older
 	// one are stale.
@@ -129,7 +127,7 @@ type tuiModel struct {
 	panes        map[string]string // thread → the terminal its pane showed last
 }
 
-func newTUIModel(ctx context.Context, a *app, o tuiOptions, ws string) *tuiModel {
+func newTUIModel(ctx context.Context, h host, o tuiOptions, ws string) *tuiModel {
 	ta := textarea.New()
 	ta.ShowLineNumbers = false
 	ta.Prompt = "› "
@@ -140,18 +138,8 @@ func newTUIModel(ctx context.Context, a *app, o tuiOptions, ws string) *tuiModel
 	ta.Cursor.SetMode(cursor.CursorStatic)
 	ta.FocusedStyle.CursorLine = ta.FocusedStyle.Text
 	ta.Focus()
-	m := &tuiModel{ctx: ctx, a: a, opts: o, ws: ws, prompt: ta, vp: viewport.New(80, 20),
-		connState: "connecting", st: newTUIStyles(), retryDelay: minReconnectDelay}
-	switch {
-	case a == nil: // a test's model, with no app
-	case a.tui.Markdown != nil:
-		// runTUI has told lipgloss the background and the colour profile
-		// (so neither is asked of the terminal): the renderer takes both.
-		m.md = a.tui.Markdown(MarkdownStyle{Plain: os.Getenv("NO_COLOR") != "", Dark: lipgloss.HasDarkBackground(), Profile: lipgloss.ColorProfile()})
-	case a.tuiMissing != "":
-		m.mdMissing = a.tuiMissing
-		m.setNotice("%s", m.mdMissing)
-	}
+	m := &tuiModel{ctx: ctx, h: h, opts: o, ws: ws, prompt: ta, vp: viewport.New(80, 20),
+		connState: "connecting", st: newTUIStyles(), retryDelay: business.MinReconnectDelay}
 	m.vp.KeyMap = viewport.KeyMap{} // keys go to the prompt; scrolling is pgup/pgdown
 	return m
 }
@@ -179,16 +167,16 @@ func (m *tuiModel) connect(ensure bool) tea.Cmd {
 	m.gen++
 	m.connecting = true
 	m.connState = "connecting"
-	gen, a, ctx, send := m.gen, m.a, m.ctx, m.send
+	gen, h, ctx, send := m.gen, m.h, m.ctx, m.send
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(ctx, tuiConnectLimit)
 		defer cancel()
 		if ensure {
-			if err := a.ensureRunning(ctx); err != nil {
+			if err := h.EnsureRunning(ctx); err != nil {
 				return tuiConnected{gen: gen, err: err}
 			}
 		}
-		b, err := client.ConnectBusiness(ctx, a.layout, client.BusinessOptions{
+		b, err := h.Connect(ctx, client.BusinessOptions{
 			Surface: "tui",
 			OnNotification: func(method string, params json.RawMessage) {
 				var p struct {
@@ -202,7 +190,7 @@ func (m *tuiModel) connect(ensure bool) tea.Cmd {
 		if err != nil {
 			return tuiConnected{gen: gen, err: err}
 		}
-		st, _ := a.connectedStatus(ctx)
+		st, _ := h.Status(ctx)
 		return tuiConnected{gen: gen, b: b, st: st}
 	}
 }
@@ -271,7 +259,7 @@ var turnNotices = map[string]bool{"turn started": true, "turn queued": true, "st
 // all ended (the status line says what the thread does now).
 func (m *tuiModel) settleNotice(ev client.Event) {
 	switch ev.Type {
-	case evTurnCompleted, evTurnFailed, evTurnInterrupted:
+	case business.EventTurnCompleted, business.EventTurnFailed, business.EventTurnInterrupted:
 		if m.view != nil && m.view.active == "" && len(m.view.queued) == 0 && !m.noticeErr && turnNotices[m.notice] {
 			m.notice = ""
 		}
@@ -368,7 +356,7 @@ func (m *tuiModel) update(msg tea.Msg) tea.Cmd {
 
 func (m *tuiModel) retryLater() tea.Cmd {
 	gen, d := m.gen, m.retryDelay
-	m.retryDelay = min(m.retryDelay*2, reconnectMaxDelay)
+	m.retryDelay = min(m.retryDelay*2, business.ReconnectMaxDelay)
 	return tea.Tick(d, func(time.Time) tea.Msg { return tuiRetry{gen: gen} })
 }
 
@@ -391,23 +379,16 @@ func (m *tuiModel) connected(msg tuiConnected) tea.Cmd {
 		m.connState = "disconnected"
 		m.connErr = errText(msg.err)
 		m.setError(msg.err)
-		if !retryable(msg.err) {
+		if !business.Retryable(msg.err) {
 			return nil // a protocol or credential mismatch: /reconnect after fixing it
 		}
 		return m.retryLater()
 	}
 	m.b = msg.b
 	m.connState, m.connErr = "connected", ""
-	m.retryDelay = minReconnectDelay
+	m.retryDelay = business.MinReconnectDelay
 	m.instanceID = msg.b.InstanceID()
 	m.setNotice("connected to instance %s", m.instanceID)
-	if m.mdMissing != "" {
-		// The first connection's notice replaces the one shown while
-		// connecting: it says it again (first: a narrow status line cuts
-		// the end), and only then is it told.
-		m.notice = m.mdMissing + " · " + m.notice
-		m.mdMissing = ""
-	}
 	if msg.st.Phase != "" {
 		m.phase = msg.st.Phase
 	}
@@ -425,7 +406,7 @@ func (m *tuiModel) call(method string, params, result any, done func(error) tea.
 		m.setError(errs.New(errs.ConnectionLost, "not connected to the service: /reconnect"))
 		return nil
 	}
-	return func() tea.Msg { return done(call(ctx, b, method, params, result)) }
+	return func() tea.Msg { return done(business.Call(ctx, b, method, params, result)) }
 }
 
 func (m *tuiModel) loadThreads() tea.Cmd {
@@ -463,13 +444,13 @@ func (m *tuiModel) recover() tea.Cmd {
 		v.recheck = true
 		return nil
 	}
-	v.round = &replayRound{threadID: v.id}
+	v.round = &business.ReplayRound{ThreadID: v.id}
 	return m.replayPage(v)
 }
 
 func (m *tuiModel) replayPage(v *threadView) tea.Cmd {
-	round, params := v.round, v.round.params(v.cursor)
-	var res replayResult
+	round, params := v.round, v.round.Params(v.cursor)
+	var res business.ReplayResult
 	return m.call(api.MethodEventReplay, params, &res, func(err error) tea.Msg {
 		return tuiReplay{round: round, res: res, err: err}
 	})
@@ -482,12 +463,12 @@ func (m *tuiModel) replayed(msg tuiReplay) tea.Cmd {
 	}
 	if msg.err != nil {
 		v.round = nil
-		if !connectionError(msg.err) {
+		if !business.ConnectionError(msg.err) {
 			m.setError(msg.err)
 		}
 		return nil // a new connection replays again
 	}
-	more, err := v.round.page(&v.cursor, msg.res, func(ev client.Event) bool {
+	more, err := v.round.Page(&v.cursor, msg.res, func(ev client.Event) bool {
 		v.apply(ev, m.st)
 		return true
 	})
@@ -520,13 +501,13 @@ func (m *tuiModel) live(ev client.Event) tea.Cmd {
 		return tea.Batch(cmds...)
 	}
 	if v.round != nil {
-		if ev.Sequence > v.cursor && !v.round.covers(ev.Sequence) {
+		if ev.Sequence > v.cursor && !v.round.Covers(ev.Sequence) {
 			v.recheck = true
 		}
 		return tea.Batch(cmds...)
 	}
-	switch nextLive(v.id, v.cursor, ev) {
-	case liveApply:
+	switch business.NextLive(v.id, v.cursor, ev) {
+	case business.LiveApply:
 		v.apply(ev, m.st)
 		v.cursor = ev.Sequence
 		m.dirty = true
@@ -534,7 +515,7 @@ func (m *tuiModel) live(ev client.Event) tea.Cmd {
 		if strings.HasPrefix(ev.Type, "turn.") {
 			cmds = append(cmds, m.loadThreads())
 		}
-	case liveGap:
+	case business.LiveGap:
 		cmds = append(cmds, m.recover())
 	}
 	return tea.Batch(cmds...)
@@ -690,11 +671,11 @@ func (m *tuiModel) startThread(text string) tea.Cmd {
 	}
 	m.setNotice("starting a thread…")
 	return func() tea.Msg {
-		th, err := startThread(ctx, b, ws, text, o.profile, o.trust)
+		th, err := business.StartThread(ctx, b, ws, text, o.profile, o.trust)
 		if err != nil {
 			return tuiStarted{err: err}
 		}
-		err = call(ctx, b, api.MethodTurnStart, map[string]any{"threadId": th.ID, "messageId": newMessageID(),
+		err = business.Call(ctx, b, api.MethodTurnStart, map[string]any{"threadId": th.ID, "messageId": business.NewMessageID(),
 			"input": map[string]string{"text": text}}, nil)
 		return tuiStarted{threadID: th.ID, err: err}
 	}
@@ -713,7 +694,7 @@ func (m *tuiModel) turn(method, text string) tea.Cmd {
 		m.setError(errs.New(errs.UsageError, "nothing to send"))
 		return nil
 	}
-	params := map[string]any{"threadId": m.view.id, "messageId": newMessageID(), "input": map[string]string{"text": text}}
+	params := map[string]any{"threadId": m.view.id, "messageId": business.NewMessageID(), "input": map[string]string{"text": text}}
 	what := "turn started"
 	switch method {
 	case api.MethodTurnSteer:
@@ -735,7 +716,7 @@ func (m *tuiModel) interrupt() tea.Cmd {
 		return nil
 	}
 	m.setNotice("interrupting %s…", m.view.active)
-	return m.call(api.MethodTurnInterrupt, turnRef{ThreadID: m.view.id, TurnID: m.view.active}, nil,
+	return m.call(api.MethodTurnInterrupt, business.TurnRef{ThreadID: m.view.id, TurnID: m.view.active}, nil,
 		func(err error) tea.Msg { return tuiDone{what: "interrupt requested", err: err} })
 }
 
