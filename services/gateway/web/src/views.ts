@@ -295,7 +295,7 @@ interface Range {
  * scroll position, and the row at the top of the view (the anchor) is kept
  * where it was when rows above it are mounted or measured.
  */
-function windowOf(keys: string[], heights: Map<string, number>, estimate: number, top: number, height: number, following: boolean): Range {
+function windowOf(keys: string[], heights: Map<string, number>, estimate: number, top: number, height: number, following: boolean, overscan = OVERSCAN): Range {
   const n = keys.length;
   const h = (i: number) => heights.get(keys[i]) ?? estimate;
   let total = 0;
@@ -305,10 +305,10 @@ function windowOf(keys: string[], heights: Map<string, number>, estimate: number
   if (following) {
     let acc = 0;
     start = n;
-    while (start > 0 && acc < height + OVERSCAN) acc += h(--start);
+    while (start > 0 && acc < height + overscan) acc += h(--start);
   } else {
-    const from = top - OVERSCAN;
-    const to = top + height + OVERSCAN;
+    const from = top - overscan;
+    const to = top + height + overscan;
     let acc = 0;
     while (start < n && acc + h(start) <= from) acc += h(start++);
     end = start;
@@ -343,7 +343,9 @@ function ThreadView({ ctl }: Props) {
   const keys = rows.map(rowKey);
   keysRef.current = keys;
   const estimate = () => (measured.current.count > 0 ? measured.current.sum / measured.current.count : ROW_ESTIMATE);
-  const rangeNow = () => windowOf(keysRef.current, heights.current, estimate(), view.current.top, view.current.height, following.current);
+  /** Set by a jump to rows not mounted: that render mounts the visible rows only, the overscan follows in the next task. */
+  const jumped = useRef(false);
+  const rangeNow = () => windowOf(keysRef.current, heights.current, estimate(), view.current.top, view.current.height, following.current, jumped.current ? 0 : OVERSCAN);
   const range = rangeNow();
   shownRange.current = range;
   const shown = rows.slice(range.start, range.end);
@@ -417,7 +419,16 @@ function ThreadView({ ctl }: Props) {
     if (bottom !== atBottom) setAtBottom(bottom);
     view.current = { top: el.scrollTop, height: el.clientHeight };
     captureAnchor();
-    if (!sameRange(rangeNow(), shownRange.current)) redraw();
+    const next = rangeNow();
+    if (sameRange(next, shownRange.current)) return;
+    if (next.start >= shownRange.current.end || next.end <= shownRange.current.start) {
+      jumped.current = true;
+      setTimeout(() => {
+        jumped.current = false;
+        redraw();
+      }, 0);
+    }
+    redraw();
   };
   const jump = () => {
     following.current = true;
