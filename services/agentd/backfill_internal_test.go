@@ -46,7 +46,7 @@ func newBackfillRig(t *testing.T) *backfillRig {
 	go r.j.run()
 	t.Cleanup(r.j.close)
 	if err := r.j.do(context.Background(), func(w *txw) error {
-		n, err := w.listBackfill()
+		n, _, err := w.listBackfill()
 		if err == nil && n != 1 {
 			t.Errorf("%d threads to backfill, want 1", n)
 		}
@@ -194,7 +194,7 @@ func TestTranscriptBackfillInterleaving(t *testing.T) {
 	}
 	// Idempotent: a new listing finds nothing to do.
 	if err := r.j.do(context.Background(), func(w *txw) error {
-		n, err := w.listBackfill()
+		n, _, err := w.listBackfill()
 		if err == nil && n != 0 {
 			t.Errorf("%d threads to backfill again", n)
 		}
@@ -255,7 +255,7 @@ func BenchmarkTranscriptBackfill(b *testing.B) {
 		b.StartTimer()
 		start := time.Now()
 		ctx := context.Background()
-		if err := j.do(ctx, func(w *txw) error { _, err := w.listBackfill(); return err }); err != nil {
+		if err := j.do(ctx, func(w *txw) error { _, _, err := w.listBackfill(); return err }); err != nil {
 			b.Fatal(err)
 		}
 		records, steps := 0, 0
