@@ -317,7 +317,8 @@ func (j *journal) apply(batch []*op) {
 		// Before the next batch, so that a transcript holds every
 		// committed change by the time another op runs (store/backup and
 		// store/verify take their snapshot in an op). Those of a thread
-		// whose backfill is being written wait for it.
+		// whose backfill is being written, or whose check at the start
+		// is not done (repair.go), wait for it.
 		if j.exitAfter > 0 && len(records) > 0 {
 			j.testExit()
 		}
