@@ -29,7 +29,7 @@ import (
 //     instead (the database has them, and the check, which reads the
 //     database, appends them), so the hold has a bound;
 //   - a step is a journal op that reads a few threads from the database
-//     (at most backfillMaxThreads, about backfillBudget rows);
+//     (at most backfillMaxThreads, about repairBudget rows);
 //   - the repair's goroutine, not the writer, reads the files;
 //   - an op appends, per thread, the database's records the file lacks
 //     (those held back excepted: they follow, as committed), then the
@@ -40,6 +40,12 @@ import (
 // decided by id), and a thread's title and archive state by value: a file
 // that holds every record the database gives is left as it is, byte for
 // byte, so a second start changes nothing.
+
+// repairBudget bounds the rows one check step reads: half a backfill
+// step's, so that a step holds the writer well under ~25 ms on the
+// project's 2-core machine (BenchmarkTranscriptBackfill,
+// ms/longest-repair-step), every start.
+const repairBudget = backfillBudget / 2
 
 // repairMaxHeld bounds the records held back for one thread waiting for
 // its check.
@@ -103,7 +109,7 @@ func (w *txw) repairStep(ctx context.Context) (int, error) {
 		return len(j.repair), err
 	}
 	rows := 0
-	for taken := 0; len(j.repairOrder) > 0 && rows < backfillBudget && taken < len(candidates); {
+	for taken := 0; len(j.repairOrder) > 0 && rows < repairBudget && taken < len(candidates); {
 		th := j.repairOrder[0]
 		dropped, ok := j.repair[th]
 		if !ok {
