@@ -172,8 +172,8 @@ func (a *Agentd) acquire(ctx context.Context) error {
 	a.lease.Store(&l)
 	// Before recovery, whose turn ends must not start a transcript that
 	// lacks its thread's beginning.
-	var waiting int
-	if err := a.j.do(ctx, func(w *txw) (err error) { waiting, err = w.listBackfill(); return err }); err != nil {
+	var waiting, checking int
+	if err := a.j.do(ctx, func(w *txw) (err error) { waiting, checking, err = w.listBackfill(); return err }); err != nil {
 		return err
 	}
 	if err := a.recover(ctx); err != nil {
@@ -184,12 +184,22 @@ func (a *Agentd) acquire(ctx context.Context) error {
 	a.e.start()
 	a.bg.Add(1)
 	go a.renew()
-	if waiting > 0 {
+	if waiting > 0 || checking > 0 {
 		// In the background, a few threads per journal step: readiness
-		// does not wait for work proportional to the database.
-		a.svc.Log.Info("backfilling the transcripts of threads older than transcripts", "threads", waiting)
+		// does not wait for work proportional to the database. The
+		// threads being checked first: their records are held back.
 		a.bg.Add(1)
-		go a.backfillTranscripts(a.svc.Context())
+		go func() {
+			defer a.bg.Done()
+			ctx := a.svc.Context()
+			if checking > 0 {
+				a.repairTranscripts(ctx)
+			}
+			if waiting > 0 {
+				a.svc.Log.Info("backfilling the transcripts of threads older than transcripts", "threads", waiting)
+				a.backfillTranscripts(ctx)
+			}
+		}()
 	}
 	a.svc.SetReady()
 	a.svc.Log.Info("runtime owner", "token", l.Token)

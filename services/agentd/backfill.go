@@ -69,15 +69,15 @@ type backfilled struct {
 // waiting for its backfill, and removes the temporary files of a backfill
 // a crash interrupted. It runs in a journal op, before any other of this
 // owner's.
-func (w *txw) listBackfill() (int, error) {
+func (w *txw) listBackfill() (int, int, error) {
 	t := w.j.transcripts
 	if t == nil {
-		return 0, nil
+		return 0, 0, nil
 	}
 	have := map[string]bool{}
 	entries, err := os.ReadDir(t.dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return 0, errs.Wrap(err, errs.Internal, "reading the sessions folder %s", t.dir)
+		return 0, 0, errs.Wrap(err, errs.Internal, "reading the sessions folder %s", t.dir)
 	}
 	for _, e := range entries {
 		name := e.Name()
@@ -91,22 +91,36 @@ func (w *txw) listBackfill() (int, error) {
 	}
 	rows, err := w.Query(`SELECT id FROM threads ORDER BY created_at, id`)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer rows.Close()
 	w.j.backfill = map[string]bool{}
 	w.j.backfillOrder = nil
+	w.j.repair = map[string]bool{}
+	w.j.repairOrder = nil
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		if !have[id] && validID("thr_", id) {
+		if !validID("thr_", id) {
+			continue
+		}
+		if !have[id] {
 			w.j.backfill[id] = true
 			w.j.backfillOrder = append(w.j.backfillOrder, id)
+			continue
 		}
+		// Checked against the database (repair.go); its records are held
+		// back until then.
+		if w.j.held == nil {
+			w.j.held = map[string][]api.TranscriptRecord{}
+		}
+		w.j.held[id] = nil
+		w.j.repair[id] = false
+		w.j.repairOrder = append(w.j.repairOrder, id)
 	}
-	return len(w.j.backfillOrder), rows.Err()
+	return len(w.j.backfillOrder), len(w.j.repairOrder), rows.Err()
 }
 
 // backfillStep reads the next threads waiting for a backfill (up to
@@ -192,6 +206,19 @@ func (j *journal) holdBack(records []api.TranscriptRecord) []api.TranscriptRecor
 	kept := records[:0]
 	for _, r := range records {
 		if held, ok := j.held[r.ThreadID]; ok {
+			if dropped, waiting := j.repair[r.ThreadID]; waiting {
+				// Waiting for its check (repair.go): bounded; past the
+				// bound the database keeps them and the check appends
+				// them.
+				if dropped {
+					continue
+				}
+				if len(held) >= repairMaxHeld {
+					j.repair[r.ThreadID] = true
+					j.held[r.ThreadID] = nil
+					continue
+				}
+			}
 			j.held[r.ThreadID] = append(held, r)
 			continue
 		}
@@ -509,7 +536,6 @@ func approvalRecords(ctx context.Context, q querier, threads []string) (map[stri
 // step reads in the journal (holding the writer for the reads only) and
 // writes the files here.
 func (a *Agentd) backfillTranscripts(ctx context.Context) {
-	defer a.bg.Done()
 	start := time.Now()
 	threads, records := 0, 0
 	for ctx.Err() == nil {

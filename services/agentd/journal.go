@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -54,7 +55,18 @@ type journal struct {
 	backfill      map[string]bool
 	backfillOrder []string
 	held          map[string][]api.TranscriptRecord
-	lingerFor     time.Duration // outputLinger; tests change it
+	// repair holds the threads whose transcript waits for its check
+	// against the database (repair.go), true once their held records
+	// overflowed and were dropped; repairOrder the order they are taken
+	// in; writer goroutine only.
+	repair      map[string]bool
+	repairOrder []string
+	// exitAfter, exitMarker: the test hook of testExitAfterCommit;
+	// commits counts the batches it counts.
+	exitAfter  int
+	exitMarker string
+	commits    int
+	lingerFor  time.Duration // outputLinger; tests change it
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -80,14 +92,18 @@ type txw struct {
 	// backfills are the transcripts the op read from the database, to be
 	// written once the batch commits.
 	backfills []backfilled
-	undo      map[string]int64 // thread → head before this op
+	// repairs are the threads the op read to check their transcripts.
+	repairs []repairRead
+	undo    map[string]int64 // thread → head before this op
 	// stmts are the prepared statements bound to tx, shared by the ops of
 	// the transaction.
 	stmts map[string]*sql.Stmt
 }
 
 func newJournal(db *store.DB, lease func() store.Lease, publish func([]Event), onLost func(error), log *slog.Logger) *journal {
+	exitAfter, exitMarker := testExitAfterCommit()
 	return &journal{
+		exitAfter: exitAfter, exitMarker: exitMarker,
 		db: db, lease: lease, publish: publish, onLost: onLost, log: log,
 		ops:       make(chan *op, 4096),
 		now:       time.Now,
@@ -215,6 +231,7 @@ func (j *journal) apply(batch []*op) {
 	var published []Event
 	var records []api.TranscriptRecord
 	var backfills []backfilled
+	var repairs []repairRead
 	touched := map[string]bool{}
 	// A batch of one op needs no savepoint: when the op fails, the whole
 	// transaction is rolled back instead. Besides two statements, that
@@ -228,6 +245,8 @@ func (j *journal) apply(batch []*op) {
 		records = records[:0]
 		j.unbackfill(backfills) // a retried transaction reads them again
 		backfills = backfills[:0]
+		j.unrepair(repairs)
+		repairs = repairs[:0]
 		clear(touched)
 		stmts := map[string]*sql.Stmt{}
 		for i, o := range batch {
@@ -243,6 +262,7 @@ func (j *journal) apply(batch []*op) {
 					j.heads[t] = h
 				}
 				j.unbackfill(w.backfills)
+				j.unrepair(w.repairs)
 				if single {
 					opFailed = true
 					return errOpFailed
@@ -266,6 +286,7 @@ func (j *journal) apply(batch []*op) {
 			published = append(published, w.events...)
 			records = append(records, w.records...)
 			backfills = append(backfills, w.backfills...)
+			repairs = append(repairs, w.repairs...)
 		}
 		w := &txw{tx: tx, j: j, stmts: stmts}
 		for t := range touched {
@@ -284,6 +305,7 @@ func (j *journal) apply(batch []*op) {
 		// Nothing committed: sequence numbers handed out are void.
 		clear(j.heads)
 		j.unbackfill(backfills)
+		j.unrepair(repairs)
 		for i := range results {
 			results[i] = err
 		}
@@ -295,7 +317,11 @@ func (j *journal) apply(batch []*op) {
 		// Before the next batch, so that a transcript holds every
 		// committed change by the time another op runs (store/backup and
 		// store/verify take their snapshot in an op). Those of a thread
-		// whose backfill is being written wait for it.
+		// whose backfill is being written, or whose check at the start
+		// is not done (repair.go), wait for it.
+		if j.exitAfter > 0 && len(records) > 0 {
+			j.testExit()
+		}
 		records = j.holdBack(records)
 		j.transcripts.append(records)
 		if len(published) > 0 && j.publish != nil {
@@ -317,6 +343,24 @@ func (j *journal) apply(batch []*op) {
 			j.log.Warn("journal op failed", "err", results[i])
 		}
 	}
+}
+
+// testExit ends the process at the commit testExitAfterCommit names,
+// before the batch's records are appended (a kill in that window).
+func (j *journal) testExit() {
+	j.commits++
+	if j.commits != j.exitAfter {
+		return
+	}
+	if j.exitMarker != "" {
+		f, err := os.OpenFile(j.exitMarker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			return // exited once already
+		}
+		_ = f.Close()
+	}
+	j.log.Warn("test hook: exiting after a commit, before its transcript append", "batch", j.commits)
+	os.Exit(137)
 }
 
 func safeRun(fn func(*txw) error, w *txw) (err error) {

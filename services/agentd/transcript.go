@@ -32,7 +32,7 @@ import (
 // records of both and may tear the last line, which readers skip and
 // store/verify reports; agentd fsyncs them when it stops. A record that a
 // crash kept out of the transcript (committed, not yet appended) lives on
-// in the database. Lines once written are never rewritten: a file whose
+// in the database, and the next start appends it (repair.go). Lines once written are never rewritten: a file whose
 // last line is torn gets a newline before the next record, so the torn
 // line stays alone on its own line.
 type transcripts struct {

@@ -181,10 +181,10 @@ func TestTranscriptRecordsAndRoundTrips(t *testing.T) {
 		map[string]any{"v": 1, "type": "input", "threadId": "thr_x", "turnId": "turn_y", "input": map[string]any{}}}, "workspace": t.TempDir(), "trust": true}, errs.InvalidParams)
 }
 
-// TestVerifyFindsDisagreementsAndTornLines: an edited projection row and
-// a removed item are reported; a torn last line (what a crash in the
-// middle of an append leaves) is skipped, reported, and the next record
-// starts on a line of its own.
+// TestVerifyFindsDisagreementsAndTornLines: an edited projection row is
+// reported; an item the transcript lacks is appended at the next start; a
+// torn last line (what a crash in the middle of an append leaves) is
+// skipped, reported, and the next record starts on a line of its own.
 func TestVerifyFindsDisagreementsAndTornLines(t *testing.T) {
 	env := startConfigured(t)
 	c := dial(t, env)
@@ -213,13 +213,19 @@ func TestVerifyFindsDisagreementsAndTornLines(t *testing.T) {
 	f.WriteString(`{"v":1,"type":"item","at":"2026-`)
 	f.Close()
 
-	res, code := verify(t, env, "")
+	// The start (verify starts agentd) checks the transcript against the
+	// database: it appends the command the transcript lacks, after ending
+	// the torn line; the edited text stays a disagreement.
+	res, code := waitBackfilled(t, env, "")
 	kinds := map[string]int{}
 	for _, d := range res.Disagreements {
 		kinds[d.Kind]++
 	}
-	if code != 4 || kinds["textDiffers"] != 1 || kinds["missingInTranscript"] != 1 || kinds["tornLine"] != 1 {
+	if code != 4 || kinds["textDiffers"] != 1 || kinds["missingInTranscript"] != 0 || kinds["tornLine"] != 1 || len(res.Disagreements) != 2 {
 		t.Fatalf("verify: exit %d %+v", code, res.Disagreements)
+	}
+	if b, _ := os.ReadFile(path); !strings.Contains(string(b), "\"at\":\"2026-\n{") || !strings.Contains(string(b), `"id":"item_zzzzzzzzzzzzzzzz"`) {
+		t.Fatalf("the repair did not end the torn line and append the missing command:\n%s", b)
 	}
 	// Text output and the export say so too.
 	if r := env.Run("service", "verify"); r.Code != 4 || !strings.Contains(r.Stdout, "textDiffers") {
