@@ -48,15 +48,12 @@ async function ready(lang: string): Promise<Hljs | undefined> {
   return hljs;
 }
 
-/** Highlights the code blocks under root that name a known language; true when one was. */
-export async function highlightUnder(root: HTMLElement): Promise<boolean> {
-  const done = [...root.querySelectorAll<HTMLElement>('pre > code[class^="language-"]:not([data-highlighted])')].map((el) => {
+/** Highlights the code blocks under root that name a known language. */
+export function highlightUnder(root: HTMLElement): void {
+  for (const el of root.querySelectorAll<HTMLElement>('pre > code[class^="language-"]:not([data-highlighted])')) {
     const lang = el.className.slice('language-'.length);
-    return ready(lang).then((hljs) => {
-      if (!hljs || !el.isConnected || el.dataset.highlighted) return false;
-      hljs.highlightElement(el);
-      return true;
-    }).catch(() => false);
-  });
-  return (await Promise.all(done)).some(Boolean);
+    void ready(lang).then((hljs) => {
+      if (hljs && el.isConnected && !el.dataset.highlighted) hljs.highlightElement(el);
+    }).catch(() => undefined);
+  }
 }

@@ -39,11 +39,6 @@ export class ReplayError extends Error {
 /** Largest page event/replay accepts (maxBytes). */
 export const MAX_REPLAY_BYTES = 786_432;
 
-/** The longest stretch of replayed events applied without yielding (ms). */
-const SLICE_MS = 12;
-const now = (): number => (typeof performance !== 'undefined' ? performance.now() : Date.now());
-const yieldTask = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 0));
-
 export class ThreadEventStream {
   private cursor = 0;
   private recoveringNow = false;
@@ -152,16 +147,7 @@ export class ThreadEventStream {
       if (through !== undefined && through < this.cursor) {
         throw new ReplayError(`the log of ${this.threadId} ends at ${through}, before the ${this.cursor} events already shown`);
       }
-      let slice = now();
       for (const ev of page.events ?? []) {
-        // A long page is applied in slices, so the page stays responsive
-        // (no task over 50 ms). Live events applied meanwhile are skipped
-        // below; a gap they reveal asks for another round.
-        if (now() - slice > SLICE_MS) {
-          await yieldTask();
-          if (this.stopped) return;
-          slice = now();
-        }
         if (ev.threadId !== this.threadId) throw new ReplayError(`replay of ${this.threadId} returned an event of ${ev.threadId}`);
         if (ev.sequence <= this.cursor) continue; // applied live meanwhile
         if (ev.sequence !== this.cursor + 1) throw new ReplayError(`replay of ${this.threadId} skipped sequence ${this.cursor + 1}`);

@@ -12,6 +12,8 @@ import type { Approval, Thread } from './types';
 
 type Props = { ctl: Controller };
 
+/** Rows rendered at first and added per "earlier" step (the transcript is windowed from the bottom). */
+const WINDOW = 80;
 /** Command output lines shown before "show all". */
 const OUTPUT_LINES = 12;
 /** Diffs longer than this many lines start collapsed. */
@@ -274,138 +276,23 @@ function ThreadHeader({ ctl }: Props) {
   `;
 }
 
-/** A transcript row's height before it was ever shown (px); measured heights replace it. */
-const ROW_ESTIMATE = 56;
-/** Rows rendered beyond the visible area, each side (px): enough for a wheel step or two. */
-const OVERSCAN = 600;
-
-/** The rows [start, end) to render for a view, and the spacer heights around them. */
-interface Range {
-  start: number;
-  end: number;
-  before: number;
-  after: number;
-}
-
-/**
- * The transcript is virtualized in pixels: only the rows that cover the
- * visible area plus OVERSCAN are in the DOM, between two spacers whose
- * heights are the measured (or estimated) heights of the rows they stand
- * for. Following: the range is taken from the bottom. Scrolled: from the
- * scroll position, and the row at the top of the view (the anchor) is kept
- * where it was when rows above it are mounted or measured.
- */
-function windowOf(keys: string[], heights: Map<string, number>, estimate: number, top: number, height: number, following: boolean, overscan = OVERSCAN): Range {
-  const n = keys.length;
-  const h = (i: number) => heights.get(keys[i]) ?? estimate;
-  let total = 0;
-  for (let i = 0; i < n; i++) total += h(i);
-  let start = 0;
-  let end = n;
-  if (following) {
-    let acc = 0;
-    start = n;
-    while (start > 0 && acc < height + overscan) acc += h(--start);
-  } else {
-    const from = top - overscan;
-    const to = top + height + overscan;
-    let acc = 0;
-    while (start < n && acc + h(start) <= from) acc += h(start++);
-    end = start;
-    while (end < n && acc < to) acc += h(end++);
-  }
-  let before = 0;
-  for (let i = 0; i < start; i++) before += h(i);
-  let inside = 0;
-  for (let i = start; i < end; i++) inside += h(i);
-  return { start, end, before, after: total - before - inside };
-}
-
 function ThreadView({ ctl }: Props) {
   const model = ctl.model!;
   const scroller = useRef<HTMLDivElement>(null);
   const content = useRef<HTMLDivElement>(null);
   const following = useRef(true);
   const [atBottom, setAtBottom] = useState(true);
-  const [, redraw] = useReducer((n: number, _: void) => n + 1, 0);
-  const heights = useRef(new Map<string, number>());
-  const measured = useRef({ sum: 0, count: 0 });
-  const view = useRef({ top: 0, height: 800 });
-  /** The row at the top of the view and its distance from the view's top (px). */
-  const anchor = useRef<{ key: string; offset: number } | null>(null);
-  const shownRange = useRef<Range>({ start: 0, end: 0, before: 0, after: 0 });
-  const keysRef = useRef<string[]>([]);
+  const [windowSize, setWindowSize] = useState(WINDOW);
+  const anchor = useRef<number | null>(null); // scrollHeight before earlier rows were added
+  const startRef = useRef(0);
   const seenApprovals = useRef(new Set<string>());
-  const spaceBefore = useRef<HTMLDivElement>(null);
-  const spaceAfter = useRef<HTMLDivElement>(null);
 
   const rows = model.rows();
-  const keys = rows.map(rowKey);
-  keysRef.current = keys;
-  const estimate = () => (measured.current.count > 0 ? measured.current.sum / measured.current.count : ROW_ESTIMATE);
-  /** Set by a jump to rows not mounted: that render mounts the visible rows only, the overscan follows in the next task. */
-  const jumped = useRef(false);
-  const rangeNow = () => windowOf(keysRef.current, heights.current, estimate(), view.current.top, view.current.height, following.current, jumped.current ? 0 : OVERSCAN);
-  const range = rangeNow();
-  shownRange.current = range;
-  const shown = rows.slice(range.start, range.end);
-
-  const rowEls = (): HTMLElement[] => {
-    const c = content.current;
-    return c ? [...c.querySelectorAll<HTMLElement>(':scope > [data-row]')] : [];
-  };
-  /** Records the heights of the mounted rows; true when one changed. */
-  const measure = (): boolean => {
-    let changed = false;
-    for (const el of rowEls()) {
-      const key = el.dataset.row!;
-      const h = el.offsetHeight;
-      const old = heights.current.get(key);
-      if (old === h) continue;
-      changed = true;
-      if (old === undefined) {
-        measured.current.sum += h;
-        measured.current.count++;
-      } else measured.current.sum += h - old;
-      heights.current.set(key, h);
-    }
-    return changed;
-  };
-  const captureAnchor = () => {
-    const el = scroller.current;
-    if (!el) return;
-    const top = el.getBoundingClientRect().top;
-    anchor.current = null;
-    for (const r of rowEls()) {
-      const box = r.getBoundingClientRect();
-      if (box.bottom > top) {
-        anchor.current = { key: r.dataset.row!, offset: box.top - top };
-        return;
-      }
-    }
-  };
-  const sameRange = (a: Range, b: Range) => a.start === b.start && a.end === b.end && Math.abs(a.before - b.before) < 1 && Math.abs(a.after - b.after) < 1;
-  /** After a render or a size change: keep the view where it was, learn the rows' heights, and render again if the window moved. */
-  const settle = () => {
-    const el = scroller.current;
-    if (!el) return;
-    // Through the CSSOM, not a style attribute: the page's CSP forbids inline styles.
-    spaceBefore.current?.style.setProperty('height', `${shownRange.current.before}px`);
-    spaceAfter.current?.style.setProperty('height', `${shownRange.current.after}px`);
-    if (following.current) el.scrollTop = el.scrollHeight;
-    else if (anchor.current) {
-      const a = content.current?.querySelector<HTMLElement>(`:scope > [data-row="${CSS.escape(anchor.current.key)}"]`);
-      if (a) {
-        const delta = a.getBoundingClientRect().top - el.getBoundingClientRect().top - anchor.current.offset;
-        if (Math.abs(delta) >= 1) el.scrollTop += delta;
-      }
-    }
-    const changed = measure();
-    if (following.current) el.scrollTop = el.scrollHeight;
-    view.current = { top: el.scrollTop, height: el.clientHeight };
-    captureAnchor();
-    if (changed || !sameRange(rangeNow(), shownRange.current)) redraw();
-  };
+  // Following: the last rows only. Scrolled up: the first shown row stays put.
+  let start = following.current ? Math.max(0, rows.length - windowSize) : Math.min(startRef.current, Math.max(0, rows.length - windowSize));
+  if (start < 0) start = 0;
+  startRef.current = start;
+  const shown = rows.slice(start);
 
   const toBottom = () => {
     const el = scroller.current;
@@ -417,80 +304,53 @@ function ThreadView({ ctl }: Props) {
     const bottom = el.scrollHeight - el.scrollTop - el.clientHeight < 48;
     following.current = bottom;
     if (bottom !== atBottom) setAtBottom(bottom);
-    view.current = { top: el.scrollTop, height: el.clientHeight };
-    captureAnchor();
-    const next = rangeNow();
-    if (sameRange(next, shownRange.current)) return;
-    if (next.start >= shownRange.current.end || next.end <= shownRange.current.start) {
-      jumped.current = true;
-      setTimeout(() => {
-        jumped.current = false;
-        redraw();
-      }, 0);
-    }
-    redraw();
+    if (el.scrollTop < 120 && startRef.current > 0 && anchor.current === null) earlier();
+  };
+  const earlier = () => {
+    const el = scroller.current;
+    anchor.current = el ? el.scrollHeight - el.scrollTop : null;
+    startRef.current = Math.max(0, startRef.current - WINDOW);
+    setWindowSize((w) => w + WINDOW);
   };
   const jump = () => {
     following.current = true;
     setAtBottom(true);
+    setWindowSize(WINDOW);
     toBottom();
-    redraw();
   };
 
-  useLayoutEffect(settle);
-  // Content that changes size without a render (fonts, highlighting, a
-  // diff loaded, "show all") is measured too, and keeps following.
+  useLayoutEffect(() => {
+    const el = scroller.current;
+    if (!el) return;
+    if (anchor.current !== null) {
+      el.scrollTop = el.scrollHeight - anchor.current; // keep what the user looks at in place
+      anchor.current = null;
+    } else if (following.current) {
+      toBottom();
+    }
+  });
+  // Content that grows without a render (fonts, highlighting, images) keeps the view at the bottom too.
   useEffect(() => {
     const c = content.current;
     if (!c || typeof ResizeObserver === 'undefined') return;
-    let frame = 0;
-    // A frame later: settling inside the observer's callback would resize
-    // what it observes in the same notification (a ResizeObserver loop).
-    const ro = new ResizeObserver(() => {
-      if (following.current) toBottom();
-      cancelAnimationFrame(frame);
-      frame = requestAnimationFrame(settle);
-    });
+    const ro = new ResizeObserver(() => following.current && toBottom());
     ro.observe(c);
-    if (scroller.current) ro.observe(scroller.current);
-    return () => {
-      cancelAnimationFrame(frame);
-      ro.disconnect();
-    };
+    return () => ro.disconnect();
   }, []);
-  // A new pending approval comes into view and takes the keyboard focus;
-  // one outside the window is scrolled to first.
+  // A new pending approval comes into view and takes the keyboard focus.
   useEffect(() => {
     for (const id of model.pending.keys()) {
       if (seenApprovals.current.has(id)) continue;
-      const card = scroller.current?.querySelector<HTMLElement>(`[data-approval-id="${CSS.escape(id)}"]`);
-      if (!card) {
-        const at = keysRef.current.indexOf(`approval:${id}`);
-        const el = scroller.current;
-        if (at < 0 || !el) {
-          seenApprovals.current.add(id);
-          continue;
-        }
-        let top = 0;
-        for (let i = 0; i < at; i++) top += heights.current.get(keysRef.current[i]) ?? estimate();
-        following.current = false;
-        setAtBottom(false);
-        anchor.current = null;
-        el.scrollTop = Math.max(0, top - el.clientHeight / 2);
-        view.current = { top: el.scrollTop, height: el.clientHeight };
-        redraw();
-        return;
-      }
       seenApprovals.current.add(id);
+      const card = scroller.current?.querySelector<HTMLElement>(`[data-approval-id="${CSS.escape(id)}"]`);
+      if (!card) continue;
       card.scrollIntoView({ block: 'nearest' });
       card.querySelector<HTMLButtonElement>('button[data-decision=approve]')?.focus({ preventScroll: true });
     }
   });
 
-  const turns = model.turnList;
-  const last = turns[turns.length - 1];
   return html`
-    <div class="thread-view" data-testid="thread-view" data-thread-id=${model.threadId} data-turns=${turns.length} data-last-turn-status=${last?.status ?? ''} data-rows=${rows.length}>
+    <div class="thread-view" data-testid="thread-view" data-thread-id=${model.threadId}>
       <${ThreadHeader} ctl=${ctl} />
       ${ctl.streamError
         ? html`<p class="stream-error" role="alert">${ctl.streamError} <button class="link" onClick=${() => ctl.select(model.threadId)}>Reload thread</button></p>`
@@ -498,10 +358,9 @@ function ThreadView({ ctl }: Props) {
       <div class="scroll-wrap">
         <div class="scroller" ref=${scroller} onScroll=${onScroll} data-testid="transcript" tabindex="0" aria-label="Transcript">
           <div class="transcript" ref=${content} onClick=${copyCode}>
+            ${start > 0 ? html`<button class="link earlier" data-testid="earlier" onClick=${earlier}>Show earlier messages (${start} more)</button>` : null}
             ${rows.length === 0 ? html`<p class="empty-thread">Nothing here yet. Write a message below to start.</p>` : null}
-            <div class="spacer-row" aria-hidden="true" ref=${spaceBefore}></div>
-            ${shown.map((r, i) => html`<div key=${keys[range.start + i]} class=${range.start + i === 0 ? 'vrow first' : 'vrow'} data-row=${keys[range.start + i]}><${RowView} ctl=${ctl} row=${r} /></div>`)}
-            <div class="spacer-row" aria-hidden="true" ref=${spaceAfter}></div>
+            ${shown.map((r) => html`<${RowView} key=${rowKey(r)} ctl=${ctl} row=${r} />`)}
           </div>
         </div>
         ${atBottom ? null : html`<button class="jump" data-testid="jump-latest" onClick=${jump}>↓ Jump to latest</button>`}
@@ -582,22 +441,11 @@ function itemBody(item: Item) {
   }
 }
 
-/** Agent messages as shown once highlighted: a row scrolled out of the window and back is not highlighted again. */
-const highlighted = new Map<string, string>();
-const HIGHLIGHTED_MAX = 500;
-
 function Markdown({ text, live }: { text: string; live: boolean }) {
   const ref = useRef<HTMLDivElement>(null);
-  const done = live ? undefined : highlighted.get(text);
-  const out = done ?? (live ? renderMarkdownUncached(text) : renderMarkdown(text));
+  const out = live ? renderMarkdownUncached(text) : renderMarkdown(text);
   useEffect(() => {
-    const el = ref.current;
-    if (live || done !== undefined || !el) return;
-    void highlightUnder(el).then((any) => {
-      if (!any || !el.isConnected) return;
-      if (highlighted.size >= HIGHLIGHTED_MAX) highlighted.delete(highlighted.keys().next().value as string);
-      highlighted.set(text, el.innerHTML);
-    });
+    if (!live && ref.current) highlightUnder(ref.current);
   }, [out, live]);
   return html`<div class="item-text md" ref=${ref} dangerouslySetInnerHTML=${{ __html: out }}></div>`;
 }

@@ -120,6 +120,9 @@ async function waitNotice(page, code) {
   return text;
 }
 
+const agentTexts = (page) =>
+  page.$$eval('[data-testid=item][data-kind=agentMessage] .item-text', (els) => els.map((e) => e.textContent));
+
 async function waitAgentText(page, text) {
   await page.waitForFunction(
     (t) => [...document.querySelectorAll('[data-testid=item][data-kind=agentMessage] .item-text')].some((e) => e.textContent === t),
@@ -132,26 +135,24 @@ async function waitConnected(page) {
   await page.waitForSelector('[data-testid=connection][data-state=connected]', { timeout: TIMEOUT });
 }
 
-// The transcript is virtualized: a turn's header is in the page only while
-// it is near the view, so the thread view carries the turn count and the
-// last turn's status.
 async function waitLastTurn(page, status, timeout = TIMEOUT) {
   await page.waitForFunction(
-    (s) => document.querySelector('[data-testid=thread-view]')?.getAttribute('data-last-turn-status') === s,
+    (s) => {
+      const turns = document.querySelectorAll('[data-testid=turn]');
+      return turns.length > 0 && turns[turns.length - 1].getAttribute('data-status') === s;
+    },
     status,
     { timeout },
   );
 }
 
-const turnCount = (page) => page.evaluate(() => Number(document.querySelector('[data-testid=thread-view]')?.getAttribute('data-turns') ?? 0));
-
 async function sendPrompt(page, text) {
-  const turns = await turnCount(page);
+  const turns = await page.locator('[data-testid=turn]').count();
   await page.fill('[data-testid=prompt]', text);
   await page.click('[data-testid=send]');
   // The composer empties once the service accepted the turn; then its turn shows.
   await page.waitForFunction(() => document.querySelector('[data-testid=prompt]')?.value === '', null, { timeout: TIMEOUT });
-  await page.waitForFunction((n) => Number(document.querySelector('[data-testid=thread-view]')?.getAttribute('data-turns')) > n, turns, { timeout: TIMEOUT });
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=turn]').length > n, turns, { timeout: TIMEOUT });
 }
 
 async function until(cond, what) {
@@ -162,24 +163,8 @@ async function until(cond, what) {
   }
 }
 
-/** How many agent messages show each text, over the whole (virtualized) transcript: it is scrolled through, top to bottom, and back to the bottom. */
 async function countEach(page, texts) {
-  const all = await page.evaluate(async () => {
-    const sc = document.querySelector('[data-testid=transcript]');
-    const frames = () => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
-    const seen = new Map();
-    sc.scrollTop = 0;
-    await frames();
-    for (let i = 0; i < 1000; i++) {
-      for (const el of document.querySelectorAll('[data-testid=item][data-kind=agentMessage]')) seen.set(el.dataset.itemId, el.querySelector('.item-text')?.textContent);
-      if (sc.scrollHeight - sc.scrollTop - sc.clientHeight < 1) break;
-      sc.scrollTop += sc.clientHeight / 2;
-      await frames();
-    }
-    sc.scrollTop = sc.scrollHeight;
-    await frames();
-    return [...seen.values()];
-  });
+  const all = await agentTexts(page);
   return Object.fromEntries(texts.map((t) => [t, all.filter((x) => x === t).length]));
 }
 
@@ -553,14 +538,14 @@ try {
 
   // Keyed: turn/start whose answer is lost is resent after the reconnect
   // with the same messageId; the service answers duplicate; one turn.
-  const turnsBefore = await turnCount(routed);
+  const turnsBefore = await routed.locator('[data-testid=turn]').count();
   loseAnswerOf = 'turn/start';
   await sendPrompt(routed, 'say keyed once');
   await waitAgentText(routed, 'keyed once');
   await waitLastTurn(routed, 'completed');
   const starts = sent.filter((s) => s.method === 'turn/start' && s.params.input.text === 'say keyed once');
   check(starts.length === 2 && starts[0].params.messageId === starts[1].params.messageId, 'a keyed turn/start was resent once, with the same messageId');
-  check((await turnCount(routed)) === turnsBefore + 1, 'the resent turn/start made one turn');
+  check((await routed.locator('[data-testid=turn]').count()) === turnsBefore + 1, 'the resent turn/start made one turn');
   check((await countEach(routed, ['keyed once']))['keyed once'] === 1, 'its output is shown once');
 
   // Never: approval/respond whose answer is lost is RESULT_UNKNOWN, not resent.
