@@ -96,8 +96,13 @@ export function timeLabel(iso: string | undefined): string {
   if (!iso) return '';
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return '';
-  return d.toLocaleString();
+  // One formatter for all labels: toLocaleString builds a new one per call,
+  // which a list of threads and a transcript call hundreds of times a render.
+  timeFormat ??= new Intl.DateTimeFormat(undefined, { year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric', second: 'numeric' });
+  return timeFormat.format(d);
 }
+
+let timeFormat: Intl.DateTimeFormat | undefined;
 
 /** A duration such as "1.2 s" or "3 min 4 s". */
 export function durationLabel(fromIso: string | undefined, toIso: string | undefined): string {

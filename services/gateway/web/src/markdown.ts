@@ -65,3 +65,49 @@ export function renderMarkdown(text: string, remember = true): string {
   cache.set(text, clean);
   return clean;
 }
+
+/** The HTML for a text already rendered and remembered, if any. */
+export function cachedMarkdown(text: string): string | undefined {
+  return cache.get(text);
+}
+
+/** Longest run of deferred rendering in one task (ms): well under the 50 ms of a long task. */
+const SLICE_MS = 8;
+/** Deferred renders waiting; a bound, so a view torn down mid-flood cannot pile them up. */
+const LATER_MAX = 4000;
+
+interface Later {
+  text: string;
+  /** Whether the row still wants it (false once it left the page). */
+  wanted: () => boolean;
+  done: () => void;
+}
+
+const later: Later[] = [];
+let draining: ReturnType<typeof setTimeout> | undefined;
+
+/**
+ * Renders text in a later task, in slices of at most SLICE_MS, then calls
+ * done (the result is in the cache). The rows near the view but outside
+ * it use this, so drawing them never makes one long task; the newest
+ * request goes first (what was drawn last is what the view moved to).
+ */
+export function renderMarkdownLater(text: string, wanted: () => boolean, done: () => void): void {
+  if (later.length >= LATER_MAX) later.shift();
+  later.push({ text, wanted, done });
+  draining ??= setTimeout(drain, 0);
+}
+
+function drain(): void {
+  draining = undefined;
+  const end = performance.now() + SLICE_MS;
+  const finished: Later[] = [];
+  while (later.length > 0 && performance.now() < end) {
+    const job = later.pop()!;
+    if (!job.wanted()) continue;
+    renderMarkdown(job.text);
+    finished.push(job);
+  }
+  for (const job of finished) job.done();
+  if (later.length > 0) draining = setTimeout(drain, 0);
+}

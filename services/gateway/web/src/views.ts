@@ -5,15 +5,18 @@ import { useEffect, useLayoutEffect, useReducer, useRef, useState } from 'preact
 import type { Controller, EnterMode, Notice } from './controller';
 import { highlightUnder } from './highlight';
 import { durationLabel, statusLabel, timeLabel } from './labels';
-import { renderMarkdown } from './markdown';
-import type { ItemView as Item, Row, TurnView as Turn } from './model';
+import { cachedMarkdown, renderMarkdown, renderMarkdownLater } from './markdown';
+import type { ItemView as Item, Row, ThreadModel, TurnView as Turn } from './model';
 import type { ConnectionState } from './runtime';
 import type { Approval, Thread } from './types';
+import { offsets, rangeAt, RowHeights, rowAt, segments } from './vlist';
 
 type Props = { ctl: Controller };
 
-/** Rows rendered at first and added per "earlier" step (the transcript is windowed from the bottom). */
-const WINDOW = 80;
+/** Pixels of transcript drawn beyond each edge of the view (the rest are spacers). */
+const OVERSCAN = 800;
+/** First height guesses (px) by row kind, before any row of the kind was measured. */
+const GUESS: Record<string, number> = { turn: 40, end: 28, approval: 64, agentMessage: 52, userMessage: 52, commandExecution: 90, fileChange: 56 };
 /** Command output lines shown before "show all". */
 const OUTPUT_LINES = 12;
 /** Diffs longer than this many lines start collapsed. */
@@ -282,58 +285,118 @@ function ThreadView({ ctl }: Props) {
   const content = useRef<HTMLDivElement>(null);
   const following = useRef(true);
   const [atBottom, setAtBottom] = useState(true);
-  const [windowSize, setWindowSize] = useState(WINDOW);
-  const anchor = useRef<number | null>(null); // scrollHeight before earlier rows were added
-  const startRef = useRef(0);
+  const [, redraw] = useReducer((n: number, _: void) => n + 1, 0);
+  const heights = useRef(new RowHeights(GUESS)).current;
+  const drawn = useRef<Drawn | null>(null);
+  /** The row the user looks at, and how far its top is from the view's top: kept in place across a redraw. */
+  const anchor = useRef<{ key: string; off: number } | null>(null);
   const seenApprovals = useRef(new Set<string>());
+  const again = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  /** Where toBottom left scrollTop. */
+  const pinnedAt = useRef<number | null>(null);
+  // The user scrolled up, and the scroll event is not in yet (it comes
+  // with the next frame): stop following now, or this draw would pull
+  // the view back down.
+  const noticeScrollUp = (s: HTMLElement) => {
+    if (following.current && pinnedAt.current !== null && s.scrollTop < pinnedAt.current - 48) following.current = false;
+  };
+  const [ready, setReady] = useState(false);
+  useEffect(() => {
+    const t = setTimeout(() => setReady(true), 0);
+    return () => clearTimeout(t);
+  }, []);
 
   const rows = model.rows();
-  // Following: the last rows only. Scrolled up: the first shown row stays put.
-  let start = following.current ? Math.max(0, rows.length - windowSize) : Math.min(startRef.current, Math.max(0, rows.length - windowSize));
-  if (start < 0) start = 0;
-  startRef.current = start;
-  const shown = rows.slice(start);
+  const n = rows.length;
+  const keys = rows.map(rowKey);
+  const kinds = rows.map((r) => rowKind(model, r));
+  const offs = offsets(keys.map((k, i) => heights.get(k, kinds[i])));
+  const el = scroller.current;
+  if (el) noticeScrollUp(el);
+  const viewH = el?.clientHeight || window.innerHeight;
+  let top: number;
+  if (following.current || !el) {
+    top = Math.max(0, offs[n] - viewH);
+    anchor.current = null;
+  } else {
+    anchor.current = findAnchor(el, content.current, keys, offs);
+    const at = anchor.current ? keys.indexOf(anchor.current.key) : -1;
+    top = at >= 0 ? offs[at] - anchor.current!.off : el.scrollTop;
+  }
+  const win = rangeAt(offs, top - OVERSCAN, top + viewH + OVERSCAN);
+  // The rows in view (and a little past it): their bodies are rendered at once.
+  const vis = rangeAt(offs, top - 100, top + viewH + 100);
+  drawn.current = n === 0 ? null : { first: keys[win[0]], last: keys[win[1] - 1], atStart: win[0] === 0, atEnd: win[1] === n };
+  // Always in the page, wherever the view is: pending approvals (they take
+  // the focus and must be reachable from the keyboard) and the latest
+  // turn's header (its status is what a reader looks for).
+  const pinned: number[] = [];
+  let lastTurn = -1;
+  rows.forEach((r, i) => {
+    if (r.kind === 'turn') lastTurn = i;
+    else if (r.kind === 'approval' && model.pending.has(r.id)) pinned.push(i);
+  });
+  if (lastTurn >= 0) pinned.push(lastTurn);
+  // The first draw of a thread comes with the rest of the page (the thread
+  // list, the header): its rows follow in a task of their own.
+  const segs = ready ? segments(n, win, pinned) : segments(n, [0, 0], []);
 
   const toBottom = () => {
-    const el = scroller.current;
-    if (el) el.scrollTop = el.scrollHeight;
+    const s = scroller.current;
+    if (!s) return;
+    s.scrollTop = s.scrollHeight;
+    pinnedAt.current = s.scrollTop;
   };
   const onScroll = () => {
-    const el = scroller.current;
-    if (!el) return;
-    const bottom = el.scrollHeight - el.scrollTop - el.clientHeight < 48;
+    const s = scroller.current;
+    if (!s) return;
+    const bottom = s.scrollHeight - s.scrollTop - s.clientHeight < 48;
     following.current = bottom;
     if (bottom !== atBottom) setAtBottom(bottom);
-    if (el.scrollTop < 120 && startRef.current > 0 && anchor.current === null) earlier();
-  };
-  const earlier = () => {
-    const el = scroller.current;
-    anchor.current = el ? el.scrollHeight - el.scrollTop : null;
-    startRef.current = Math.max(0, startRef.current - WINDOW);
-    setWindowSize((w) => w + WINDOW);
+    if (!covered(s, content.current, drawn.current)) redraw();
   };
   const jump = () => {
     following.current = true;
     setAtBottom(true);
-    setWindowSize(WINDOW);
     toBottom();
+    redraw();
   };
 
   useLayoutEffect(() => {
-    const el = scroller.current;
-    if (!el) return;
-    if (anchor.current !== null) {
-      el.scrollTop = el.scrollHeight - anchor.current; // keep what the user looks at in place
-      anchor.current = null;
-    } else if (following.current) {
+    const s = scroller.current;
+    const c = content.current;
+    if (!s || !c) return;
+    for (const child of c.children) {
+      const row = (child as HTMLElement).dataset.row;
+      if (row) heights.set(row, (child as HTMLElement).dataset.rowKind ?? '', (child as HTMLElement).offsetHeight);
+    }
+    noticeScrollUp(s);
+    if (following.current) {
       toBottom();
+    } else if (anchor.current) {
+      const a = rowElement(c, anchor.current.key);
+      if (a) s.scrollTop += a.getBoundingClientRect().top - s.getBoundingClientRect().top - anchor.current.off;
+    }
+    // Rows smaller than guessed can leave the window short of the view's
+    // edges: draw again with their measured heights, in a task of its own
+    // (this one drew a window already).
+    if (!covered(s, c, drawn.current) && again.current === undefined) {
+      again.current = setTimeout(() => {
+        again.current = undefined;
+        redraw();
+      }, 0);
     }
   });
+  useEffect(() => () => clearTimeout(again.current), []);
   // Content that grows without a render (fonts, highlighting, images) keeps the view at the bottom too.
   useEffect(() => {
     const c = content.current;
     if (!c || typeof ResizeObserver === 'undefined') return;
-    const ro = new ResizeObserver(() => following.current && toBottom());
+    const ro = new ResizeObserver(() => {
+      const s = scroller.current;
+      if (s) noticeScrollUp(s);
+      if (following.current) toBottom();
+    });
     ro.observe(c);
     return () => ro.disconnect();
   }, []);
@@ -358,9 +421,16 @@ function ThreadView({ ctl }: Props) {
       <div class="scroll-wrap">
         <div class="scroller" ref=${scroller} onScroll=${onScroll} data-testid="transcript" tabindex="0" aria-label="Transcript">
           <div class="transcript" ref=${content} onClick=${copyCode}>
-            ${start > 0 ? html`<button class="link earlier" data-testid="earlier" onClick=${earlier}>Show earlier messages (${start} more)</button>` : null}
-            ${rows.length === 0 ? html`<p class="empty-thread">Nothing here yet. Write a message below to start.</p>` : null}
-            ${shown.map((r) => html`<${RowView} key=${rowKey(r)} ctl=${ctl} row=${r} />`)}
+            ${n === 0 ? html`<p class="empty-thread">Nothing here yet. Write a message below to start.</p>` : null}
+            ${segs.map((g) =>
+              g.rows
+                ? rows.slice(g.from, g.to).map(
+                    (r, j) => html`<div key=${keys[g.from + j]} class=${g.from + j === 0 ? 'vrow first' : 'vrow'} data-row=${keys[g.from + j]} data-row-kind=${kinds[g.from + j]}>
+                      <${RowView} ctl=${ctl} row=${r} eager=${g.from + j >= vis[0] && g.from + j < vis[1]} />
+                    </div>`,
+                  )
+                : html`<div key=${'gap:' + keys[g.from]} class="vgap" aria-hidden="true" style=${{ height: `${offs[g.to] - offs[g.from]}px` }}></div>`,
+            )}
           </div>
         </div>
         ${atBottom ? null : html`<button class="jump" data-testid="jump-latest" onClick=${jump}>↓ Jump to latest</button>`}
@@ -369,6 +439,64 @@ function ThreadView({ ctl }: Props) {
       ${ctl.terminalOpen ? html`<${TerminalSlot} ctl=${ctl} />` : null}
     </div>
   `;
+}
+
+/** The height-guess class of a row: items by their kind. */
+function rowKind(model: ThreadModel, r: Row): string {
+  return r.kind === 'item' ? (model.items.get(r.id)?.kind ?? 'item') : r.kind;
+}
+
+function rowElement(c: HTMLElement, key: string): HTMLElement | null {
+  for (const child of c.children) if ((child as HTMLElement).dataset.row === key) return child as HTMLElement;
+  return null;
+}
+
+/**
+ * The first drawn row at or below the view's top, and its distance from
+ * it; where only a spacer is in view (a long jump), the row the spacer
+ * stands in for there.
+ */
+function findAnchor(s: HTMLElement, c: HTMLElement | null, keys: string[], offs: Float64Array): { key: string; off: number } | null {
+  const viewTop = s.getBoundingClientRect().top;
+  if (c) {
+    for (const child of c.children) {
+      const row = (child as HTMLElement).dataset.row;
+      if (!row) continue;
+      const r = child.getBoundingClientRect();
+      if (r.bottom <= viewTop) continue;
+      if (r.top >= viewTop + s.clientHeight) break;
+      if (keys.includes(row)) return { key: row, off: r.top - viewTop };
+    }
+  }
+  if (keys.length === 0) return null;
+  const i = rowAt(offs, s.scrollTop);
+  if (i >= keys.length) return null;
+  return { key: keys[i], off: offs[i] - s.scrollTop };
+}
+
+/** The window drawn last: its first and last rows, and whether it reaches the transcript's ends. */
+interface Drawn {
+  first: string;
+  last: string;
+  atStart: boolean;
+  atEnd: boolean;
+}
+
+/** Whether the drawn window reaches half the overscan past both edges of the view (or the transcript's ends). */
+function covered(s: HTMLElement, c: HTMLElement | null, w: Drawn | null): boolean {
+  if (!c || !w) return true;
+  if (w.atStart && w.atEnd) return true;
+  const v = s.getBoundingClientRect();
+  const margin = OVERSCAN / 2;
+  if (!w.atStart) {
+    const f = rowElement(c, w.first);
+    if (!f || f.getBoundingClientRect().top > v.top - margin) return false;
+  }
+  if (!w.atEnd) {
+    const l = rowElement(c, w.last);
+    if (!l || l.getBoundingClientRect().bottom < v.bottom + margin) return false;
+  }
+  return true;
 }
 
 function rowKey(r: Row): string {
@@ -389,7 +517,8 @@ function copyCode(e: MouseEvent): void {
   );
 }
 
-function RowView({ ctl, row }: Props & { row: Row }) {
+/** One transcript row; eager: it is in view, so its body is rendered now (not in an idle slice). */
+function RowView({ ctl, row, eager }: Props & { row: Row; eager: boolean }) {
   const model = ctl.model!;
   switch (row.kind) {
     case 'turn':
@@ -403,7 +532,7 @@ function RowView({ ctl, row }: Props & { row: Row }) {
     }
     case 'item': {
       const item = model.items.get(row.id);
-      return item ? html`<${ItemBlock} item=${item} />` : null;
+      return item ? html`<${ItemBlock} item=${item} eager=${eager} />` : null;
     }
   }
 }
@@ -417,13 +546,13 @@ function TurnHead({ turn }: { turn: Turn }) {
   </div>`;
 }
 
-function ItemBlock({ item }: { item: Item }) {
+function ItemBlock({ item, eager }: { item: Item; eager: boolean }) {
   return html`<div class=${`item item-${item.kind}`} data-testid="item" data-kind=${item.kind} data-status=${item.status} data-item-id=${item.id} title=${timeLabel(item.at)}>
-    ${itemBody(item)}
+    ${itemBody(item, eager)}
   </div>`;
 }
 
-function itemBody(item: Item) {
+function itemBody(item: Item, eager: boolean) {
   const p = item.payload;
   switch (item.kind) {
     case 'userMessage': {
@@ -431,7 +560,7 @@ function itemBody(item: Item) {
       return html`<span class="who">${steer ? 'You (steering)' : 'You'}</span><div class="item-text bubble">${item.text}</div>${steer && p.deliveryState ? html`<span class="badge">${statusLabel(String(p.deliveryState))}</span>` : null}`;
     }
     case 'agentMessage':
-      return html`<span class="who">Agent</span><${Markdown} text=${item.text} live=${item.status === 'inProgress'} />`;
+      return html`<span class="who">Agent</span><${Markdown} text=${item.text} live=${item.status === 'inProgress'} eager=${eager} />`;
     case 'commandExecution':
       return html`<${CommandBlock} item=${item} />`;
     case 'fileChange':
@@ -441,13 +570,29 @@ function itemBody(item: Item) {
   }
 }
 
-function Markdown({ text, live }: { text: string; live: boolean }) {
+/**
+ * Agent text as Markdown. Eager (rows in view): rendered now. Otherwise
+ * (rows drawn ahead of the view) the plain text shows until an idle slice
+ * rendered it, unless it is in the cache already.
+ */
+function Markdown({ text, live, eager }: { text: string; live: boolean; eager: boolean }) {
   const ref = useRef<HTMLDivElement>(null);
-  const out = live ? renderMarkdownUncached(text) : renderMarkdown(text);
+  const mounted = useRef(true);
+  const [, bump] = useReducer((n: number, _: void) => n + 1, 0);
+  let out = live ? undefined : cachedMarkdown(text);
+  if (out === undefined && (live || eager)) out = live ? renderMarkdownUncached(text) : renderMarkdown(text);
   useEffect(() => {
-    if (!live && ref.current) highlightUnder(ref.current);
-  }, [out, live]);
-  return html`<div class="item-text md" ref=${ref} dangerouslySetInnerHTML=${{ __html: out }}></div>`;
+    mounted.current = true;
+    return () => {
+      mounted.current = false;
+    };
+  }, []);
+  useEffect(() => {
+    if (out === undefined) renderMarkdownLater(text, () => mounted.current, () => bump());
+    else if (!live && ref.current) highlightUnder(ref.current);
+  }, [out, live, text]);
+  if (out === undefined) return html`<div key="plain" class="item-text md plain">${text}</div>`;
+  return html`<div key="md" class="item-text md" ref=${ref} dangerouslySetInnerHTML=${{ __html: out }}></div>`;
 }
 
 /** Streaming text changes every delta: render it without filling the cache. */

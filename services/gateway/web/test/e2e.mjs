@@ -120,9 +120,6 @@ async function waitNotice(page, code) {
   return text;
 }
 
-const agentTexts = (page) =>
-  page.$$eval('[data-testid=item][data-kind=agentMessage] .item-text', (els) => els.map((e) => e.textContent));
-
 async function waitAgentText(page, text) {
   await page.waitForFunction(
     (t) => [...document.querySelectorAll('[data-testid=item][data-kind=agentMessage] .item-text')].some((e) => e.textContent === t),
@@ -146,13 +143,27 @@ async function waitLastTurn(page, status, timeout = TIMEOUT) {
   );
 }
 
+/** The id of the latest turn shown (its header stays in the windowed transcript). */
+const lastTurnId = (page) =>
+  page.evaluate(() => {
+    const turns = document.querySelectorAll('[data-testid=turn]');
+    return turns.length > 0 ? turns[turns.length - 1].getAttribute('data-turn-id') : null;
+  });
+
 async function sendPrompt(page, text) {
-  const turns = await page.locator('[data-testid=turn]').count();
+  const before = await lastTurnId(page);
   await page.fill('[data-testid=prompt]', text);
   await page.click('[data-testid=send]');
   // The composer empties once the service accepted the turn; then its turn shows.
   await page.waitForFunction(() => document.querySelector('[data-testid=prompt]')?.value === '', null, { timeout: TIMEOUT });
-  await page.waitForFunction((n) => document.querySelectorAll('[data-testid=turn]').length > n, turns, { timeout: TIMEOUT });
+  await page.waitForFunction(
+    (id) => {
+      const turns = document.querySelectorAll('[data-testid=turn]');
+      return turns.length > 0 && turns[turns.length - 1].getAttribute('data-turn-id') !== id;
+    },
+    before,
+    { timeout: TIMEOUT },
+  );
 }
 
 async function until(cond, what) {
@@ -163,8 +174,53 @@ async function until(cond, what) {
   }
 }
 
+/**
+ * What the whole transcript shows: each agent message's text and each
+ * turn's id. It is windowed (only rows near the view are in the page), so
+ * this scrolls it from the top to the bottom, reading each row once by its
+ * id; an id in the page twice at once counts twice. Ends at the bottom.
+ */
+function readTranscript(page) {
+  return page.evaluate(async () => {
+    const sc = document.querySelector('[data-testid=transcript]');
+    const frame = () => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+    const texts = new Map();
+    const turns = new Set();
+    const extra = [];
+    sc.scrollTop = 0;
+    for (let step = 0; step < 1000; step++) {
+      // Wait until the rows at the view are drawn.
+      for (let f = 0; f < 30; f++) {
+        await frame();
+        const v = sc.getBoundingClientRect();
+        const drawn = [...sc.querySelectorAll('[data-row]')].some((e) => {
+          const r = e.getBoundingClientRect();
+          return r.bottom > v.top && r.top < v.bottom;
+        });
+        if (drawn && f > 0) break;
+      }
+      const now = new Map();
+      for (const e of sc.querySelectorAll('[data-testid=item][data-kind=agentMessage]')) {
+        const text = e.querySelector('.item-text')?.textContent;
+        if (now.has(e.dataset.itemId)) extra.push(text);
+        now.set(e.dataset.itemId, text);
+      }
+      for (const [id, text] of now) texts.set(id, text);
+      const heads = [...sc.querySelectorAll('[data-testid=turn]')].map((e) => e.dataset.turnId);
+      if (new Set(heads).size !== heads.length) extra.push('(a turn shown twice)');
+      for (const id of heads) turns.add(id);
+      if (sc.scrollTop + sc.clientHeight >= sc.scrollHeight - 2) break;
+      sc.scrollTop += sc.clientHeight / 3;
+    }
+    sc.scrollTop = sc.scrollHeight;
+    await frame();
+    return { texts: [...texts.values(), ...extra], turns: turns.size, turnIds: [...turns] };
+  });
+}
+
+/** How many times each text is shown in the whole transcript. */
 async function countEach(page, texts) {
-  const all = await agentTexts(page);
+  const { texts: all } = await readTranscript(page);
   return Object.fromEntries(texts.map((t) => [t, all.filter((x) => x === t).length]));
 }
 
@@ -538,14 +594,15 @@ try {
 
   // Keyed: turn/start whose answer is lost is resent after the reconnect
   // with the same messageId; the service answers duplicate; one turn.
-  const turnsBefore = await routed.locator('[data-testid=turn]').count();
+  const turnsBefore = await readTranscript(routed);
   loseAnswerOf = 'turn/start';
   await sendPrompt(routed, 'say keyed once');
   await waitAgentText(routed, 'keyed once');
   await waitLastTurn(routed, 'completed');
   const starts = sent.filter((s) => s.method === 'turn/start' && s.params.input.text === 'say keyed once');
   check(starts.length === 2 && starts[0].params.messageId === starts[1].params.messageId, 'a keyed turn/start was resent once, with the same messageId');
-  check((await routed.locator('[data-testid=turn]').count()) === turnsBefore + 1, 'the resent turn/start made one turn');
+  const turnsAfter = await readTranscript(routed);
+  check(turnsAfter.turns === turnsBefore.turns + 1, `the resent turn/start made one turn (${turnsBefore.turnIds} → ${turnsAfter.turnIds})`);
   check((await countEach(routed, ['keyed once']))['keyed once'] === 1, 'its output is shown once');
 
   // Never: approval/respond whose answer is lost is RESULT_UNKNOWN, not resent.
