@@ -167,8 +167,12 @@ func (h *nativeHost) Approve(ctx context.Context, policy, kind, summary string, 
 
 func (h *nativeHost) History(ctx context.Context) ([]native.Item, error) {
 	s := h.s
-	rows, err := s.e.q.QueryContext(ctx, `SELECT i.id, i.turn_id, i.kind, i.status, i.payload FROM items i JOIN turns t ON t.id = i.turn_id
-		WHERE i.thread_id = ? AND t.ordinal <= (SELECT ordinal FROM turns WHERE id = ?)
+	// Through the thread's turns (turns' (thread_id, ordinal) key), then
+	// each turn's items (items_by_turn): items has no index on thread_id,
+	// and filtering on it scanned every item of every thread, a cost that
+	// grew with the database, not with the thread.
+	rows, err := s.e.q.QueryContext(ctx, `SELECT i.id, i.turn_id, i.kind, i.status, i.payload FROM turns t JOIN items i ON i.turn_id = t.id
+		WHERE t.thread_id = ? AND t.ordinal <= (SELECT ordinal FROM turns WHERE id = ?)
 		  AND i.kind IN ('userMessage', 'agentMessage', 'commandExecution', 'fileChange', 'toolCall')
 		ORDER BY t.ordinal, i.rowid`, s.threadID, s.turnID)
 	if err != nil {
