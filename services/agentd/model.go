@@ -21,18 +21,17 @@ func isTerminal(status string) bool {
 	return status == StatusCompleted || status == StatusFailed || status == StatusInterrupted
 }
 
-// Item kinds and statuses.
+// Item kinds and statuses (the contract's).
 const (
-	KindUserMessage      = "userMessage"
-	KindAgentMessage     = "agentMessage"
-	KindCommandExecution = "commandExecution"
-	KindFileChange       = "fileChange"
-	// KindTokenUsage records a runtime turn's token usage (UsagePayload).
-	KindTokenUsage = "tokenUsage"
+	KindUserMessage      = api.KindUserMessage
+	KindAgentMessage     = api.KindAgentMessage
+	KindCommandExecution = api.KindCommandExecution
+	KindFileChange       = api.KindFileChange
+	KindTokenUsage       = api.KindTokenUsage
 
-	ItemInProgress = "inProgress"
-	ItemCompleted  = "completed"
-	ItemFailed     = "failed"
+	ItemInProgress = api.ItemInProgress
+	ItemCompleted  = api.ItemCompleted
+	ItemFailed     = api.ItemFailed
 )
 
 // Submission kinds of user inputs.
@@ -49,19 +48,19 @@ const (
 	DeliveryUnknown  = "unknown"
 )
 
-// Event types of the per-thread durable log.
+// Event types of the per-thread durable log (the contract's).
 const (
-	EventTurnQueued       = "turn.queued"
-	EventTurnStarted      = "turn.started"
-	EventItemStarted      = "item.started"
-	EventItemDelta        = "item.delta"
-	EventItemCompleted    = "item.completed"
-	EventTurnSteered      = "turn.steered"
-	EventApprovalRequest  = "approval.requested"
-	EventApprovalResolved = "approval.resolved"
-	EventTurnCompleted    = "turn.completed"
-	EventTurnFailed       = "turn.failed"
-	EventTurnInterrupted  = "turn.interrupted"
+	EventTurnQueued       = api.EventTurnQueued
+	EventTurnStarted      = api.EventTurnStarted
+	EventItemStarted      = api.EventItemStarted
+	EventItemDelta        = api.EventItemDelta
+	EventItemCompleted    = api.EventItemCompleted
+	EventTurnSteered      = api.EventTurnSteered
+	EventApprovalRequest  = api.EventApprovalRequest
+	EventApprovalResolved = api.EventApprovalResolved
+	EventTurnCompleted    = api.EventTurnCompleted
+	EventTurnFailed       = api.EventTurnFailed
+	EventTurnInterrupted  = api.EventTurnInterrupted
 )
 
 // newID makes an id with a type prefix: thr_, turn_, item_, appr_.

@@ -327,6 +327,36 @@ const (
 	TurnInterrupted     = "interrupted"
 )
 
+// Event types of a thread's durable event log: the names of the events
+// thread/events replays and agentd's subscribers receive.
+const (
+	EventTurnQueued       = "turn.queued"
+	EventTurnStarted      = "turn.started"
+	EventItemStarted      = "item.started"
+	EventItemDelta        = "item.delta"
+	EventItemCompleted    = "item.completed"
+	EventTurnSteered      = "turn.steered"
+	EventApprovalRequest  = "approval.requested"
+	EventApprovalResolved = "approval.resolved"
+	EventTurnCompleted    = "turn.completed"
+	EventTurnFailed       = "turn.failed"
+	EventTurnInterrupted  = "turn.interrupted"
+)
+
+// Item kinds every client renders, and item statuses.
+const (
+	KindUserMessage      = "userMessage"
+	KindAgentMessage     = "agentMessage"
+	KindCommandExecution = "commandExecution"
+	KindFileChange       = "fileChange"
+	// KindTokenUsage records a runtime turn's token usage.
+	KindTokenUsage = "tokenUsage"
+
+	ItemInProgress = "inProgress"
+	ItemCompleted  = "completed"
+	ItemFailed     = "failed"
+)
+
 // TurnStatuses are every turn status, in the order a turn goes through
 // them (the schema's TurnStatus enum).
 var TurnStatuses = []string{TurnQueued, TurnStarting, TurnRunning, TurnWaitingApproval, TurnCompleted, TurnFailed, TurnInterrupted}

@@ -21,12 +21,12 @@ const (
 	RecordThreadCreated    = "thread.created"
 	RecordThreadUpdated    = "thread.updated"
 	RecordInput            = "input"
-	RecordTurnQueued       = "turn.queued"
-	RecordTurnStarted      = "turn.started"
+	RecordTurnQueued       = EventTurnQueued
+	RecordTurnStarted      = EventTurnStarted
 	RecordTurnEnded        = "turn.ended"
 	RecordItem             = "item"
-	RecordApprovalRequest  = "approval.requested"
-	RecordApprovalResolved = "approval.resolved"
+	RecordApprovalRequest  = EventApprovalRequest
+	RecordApprovalResolved = EventApprovalResolved
 )
 
 // TranscriptRecord is one line of a thread's canonical transcript

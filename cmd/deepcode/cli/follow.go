@@ -473,7 +473,7 @@ func (f *follower) apply(ev client.Event) {
 		return
 	}
 	switch ev.Type {
-	case business.EventItemStarted:
+	case api.EventItemStarted:
 		var p struct {
 			Item business.Item `json:"item"`
 		}
@@ -482,7 +482,7 @@ func (f *follower) apply(ev client.Event) {
 			f.record(ev.Payload)
 			f.restep()
 		}
-	case business.EventItemDelta:
+	case api.EventItemDelta:
 		var p struct {
 			TurnID string `json:"turnId"`
 			ItemID string `json:"itemId"`
@@ -504,7 +504,7 @@ func (f *follower) apply(ev client.Event) {
 			w = f.stderr()
 		}
 		f.write(st, w, p.Delta.Text)
-	case business.EventItemCompleted:
+	case api.EventItemCompleted:
 		var p struct {
 			Item business.Item `json:"item"`
 		}
@@ -519,7 +519,7 @@ func (f *follower) apply(ev client.Event) {
 		f.record(ev.Payload)
 		f.completed(st, p.Item)
 		f.restep()
-	case business.EventApprovalRequest:
+	case api.EventApprovalRequest:
 		var p struct {
 			Approval business.Approval `json:"approval"`
 		}
@@ -530,7 +530,7 @@ func (f *follower) apply(ev client.Event) {
 				f.restep()
 			}
 		}
-	case business.EventApprovalResolved:
+	case api.EventApprovalResolved:
 		var p struct {
 			ApprovalID string `json:"approvalId"`
 			Decision   string `json:"decision"`
@@ -545,11 +545,11 @@ func (f *follower) apply(ev client.Event) {
 		}
 		f.forget(p.ApprovalID)
 		f.restep()
-	case business.EventTurnQueued:
+	case api.EventTurnQueued:
 		f.status.setStep("queued")
-	case business.EventTurnStarted:
+	case api.EventTurnStarted:
 		f.restep()
-	case business.EventTurnCompleted, business.EventTurnFailed, business.EventTurnInterrupted:
+	case api.EventTurnCompleted, api.EventTurnFailed, api.EventTurnInterrupted:
 		var p struct {
 			Turn business.Turn `json:"turn"`
 		}

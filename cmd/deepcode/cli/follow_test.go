@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -43,26 +44,26 @@ func TestFollowerRenders(t *testing.T) {
 	f, out, errb := testFollower(false)
 	feed(f,
 		[2]string{"turn.queued", `{"turn":{"id":"turn_1"}}`},
-		[2]string{business.EventItemCompleted, item("item_u", "userMessage", "completed", `{"text":"task"}`)},
+		[2]string{api.EventItemCompleted, item("item_u", "userMessage", "completed", `{"text":"task"}`)},
 		[2]string{"turn.started", `{"turnId":"turn_1"}`},
-		[2]string{business.EventItemStarted, item("item_a", "agentMessage", "inProgress", `{}`)},
-		[2]string{business.EventItemDelta, delta("item_a", `{"text":"hello "}`)},
-		[2]string{business.EventItemDelta, delta("item_a", `{"text":"world"}`)},
-		[2]string{business.EventItemCompleted, item("item_a", "agentMessage", "completed", `{"text":"hello world"}`)},
+		[2]string{api.EventItemStarted, item("item_a", "agentMessage", "inProgress", `{}`)},
+		[2]string{api.EventItemDelta, delta("item_a", `{"text":"hello "}`)},
+		[2]string{api.EventItemDelta, delta("item_a", `{"text":"world"}`)},
+		[2]string{api.EventItemCompleted, item("item_a", "agentMessage", "completed", `{"text":"hello world"}`)},
 		// A message delivered only whole.
-		[2]string{business.EventItemStarted, item("item_b", "agentMessage", "inProgress", `{}`)},
-		[2]string{business.EventItemCompleted, item("item_b", "agentMessage", "completed", `{"text":"whole"}`)},
-		[2]string{business.EventItemStarted, item("item_c", "commandExecution", "inProgress", `{}`)},
-		[2]string{business.EventItemDelta, delta("item_c", `{"stream":"stdout","text":"out\n"}`)},
-		[2]string{business.EventItemDelta, delta("item_c", `{"stream":"stderr","text":"err\n"}`)},
-		[2]string{business.EventItemCompleted, item("item_c", "commandExecution", "failed", `{"exitCode":7}`)},
-		[2]string{business.EventItemCompleted, item("item_f", "fileChange", "completed", `{"path":"a.txt","action":"write"}`)},
-		[2]string{business.EventItemCompleted, item("item_g", "fileChange", "completed", `{"path":"b.txt","action":"write","after":"1\n2\n"}`)},
-		[2]string{business.EventItemCompleted, item("item_h", "fileChange", "completed", `{"path":"b.txt","action":"append","before":"1\n2\n","after":"1\n2\n3\n"}`)},
-		[2]string{business.EventItemCompleted, item("item_i", "fileChange", "failed", `{"path":"c.txt","action":"write"}`)},
+		[2]string{api.EventItemStarted, item("item_b", "agentMessage", "inProgress", `{}`)},
+		[2]string{api.EventItemCompleted, item("item_b", "agentMessage", "completed", `{"text":"whole"}`)},
+		[2]string{api.EventItemStarted, item("item_c", "commandExecution", "inProgress", `{}`)},
+		[2]string{api.EventItemDelta, delta("item_c", `{"stream":"stdout","text":"out\n"}`)},
+		[2]string{api.EventItemDelta, delta("item_c", `{"stream":"stderr","text":"err\n"}`)},
+		[2]string{api.EventItemCompleted, item("item_c", "commandExecution", "failed", `{"exitCode":7}`)},
+		[2]string{api.EventItemCompleted, item("item_f", "fileChange", "completed", `{"path":"a.txt","action":"write"}`)},
+		[2]string{api.EventItemCompleted, item("item_g", "fileChange", "completed", `{"path":"b.txt","action":"write","after":"1\n2\n"}`)},
+		[2]string{api.EventItemCompleted, item("item_h", "fileChange", "completed", `{"path":"b.txt","action":"append","before":"1\n2\n","after":"1\n2\n3\n"}`)},
+		[2]string{api.EventItemCompleted, item("item_i", "fileChange", "failed", `{"path":"c.txt","action":"write"}`)},
 	)
 	// Another turn's output is not this turn's.
-	f.apply(client.Event{ThreadID: "thr_t", Sequence: f.cursor + 1, Type: business.EventItemDelta,
+	f.apply(client.Event{ThreadID: "thr_t", Sequence: f.cursor + 1, Type: api.EventItemDelta,
 		Payload: json.RawMessage(`{"turnId":"turn_0","itemId":"x","delta":{"text":"other"}}`)})
 	if got, want := out.String(), "hello world\nwhole\nout\n"; got != want {
 		t.Fatalf("stdout %q, want %q", got, want)
@@ -73,7 +74,7 @@ func TestFollowerRenders(t *testing.T) {
 	if f.cursor != 18 || len(f.items) != 0 {
 		t.Fatalf("cursor %d, %d active items", f.cursor, len(f.items))
 	}
-	feed(f, [2]string{business.EventTurnFailed, `{"turn":{"id":"turn_1","status":"failed","error":{"code":"TASK_FAILED","message":"sh exited","retryable":false}}}`})
+	feed(f, [2]string{api.EventTurnFailed, `{"turn":{"id":"turn_1","status":"failed","error":{"code":"TASK_FAILED","message":"sh exited","retryable":false}}}`})
 	var ee *exitError
 	if !f.finished || !errors.As(f.outcome, &ee) || ee.code != 7 {
 		t.Fatalf("outcome %v, want exit 7", f.outcome)
@@ -115,8 +116,8 @@ func TestFollowerExitCodes(t *testing.T) {
 func TestFollowerJSONOutcome(t *testing.T) {
 	f, out, errb := testFollower(true)
 	feed(f,
-		[2]string{business.EventItemDelta, delta("item_a", `{"text":"not shown"}`)},
-		[2]string{business.EventTurnFailed, `{"turn":{"id":"turn_1","status":"failed","error":{"code":"TASK_FAILED","message":"denied","retryable":false,"data":{"secret":"x"}}}}`},
+		[2]string{api.EventItemDelta, delta("item_a", `{"text":"not shown"}`)},
+		[2]string{api.EventTurnFailed, `{"turn":{"id":"turn_1","status":"failed","error":{"code":"TASK_FAILED","message":"denied","retryable":false,"data":{"secret":"x"}}}}`},
 	)
 	want := `{"threadId":"thr_t","turnId":"turn_1","status":"failed","response":"","items":[],"usage":null,"error":{"code":"TASK_FAILED","message":"denied","retryable":false}}` + "\n"
 	if out.String() != want || errb.Len() != 0 {
@@ -129,16 +130,16 @@ func TestFollowerJSONOutcome(t *testing.T) {
 func TestFollowerJSONItems(t *testing.T) {
 	f, out, errb := testFollower(true)
 	feed(f,
-		[2]string{business.EventItemCompleted, item("item_u", "userMessage", "completed", `{"text":"task"}`)},
-		[2]string{business.EventItemStarted, item("item_a", "agentMessage", "inProgress", `{}`)},
-		[2]string{business.EventItemStarted, item("item_f", "fileChange", "inProgress", `{"path":"a.txt","action":"write"}`)},
-		[2]string{business.EventItemDelta, delta("item_a", `{"text":"hi"}`)},
-		[2]string{business.EventItemCompleted, item("item_f", "fileChange", "completed", `{"path":"a.txt","action":"write","after":"x\n"}`)},
-		[2]string{business.EventItemCompleted, item("item_a", "agentMessage", "completed", `{"text":"hi"}`)},
-		[2]string{business.EventItemStarted, `{"item":{"id":"item_o","turnId":"turn_0","kind":"agentMessage","status":"inProgress","payload":{}}}`},
-		[2]string{business.EventItemStarted, item("item_t", "tokenUsage", "inProgress", `{"inputTokens":1,"outputTokens":2,"totalTokens":3}`)},
-		[2]string{business.EventItemCompleted, item("item_t", "tokenUsage", "completed", `{"inputTokens":10,"outputTokens":5,"totalTokens":15}`)},
-		[2]string{business.EventTurnCompleted, `{"turn":{"id":"turn_1","status":"completed","response":"hi"}}`},
+		[2]string{api.EventItemCompleted, item("item_u", "userMessage", "completed", `{"text":"task"}`)},
+		[2]string{api.EventItemStarted, item("item_a", "agentMessage", "inProgress", `{}`)},
+		[2]string{api.EventItemStarted, item("item_f", "fileChange", "inProgress", `{"path":"a.txt","action":"write"}`)},
+		[2]string{api.EventItemDelta, delta("item_a", `{"text":"hi"}`)},
+		[2]string{api.EventItemCompleted, item("item_f", "fileChange", "completed", `{"path":"a.txt","action":"write","after":"x\n"}`)},
+		[2]string{api.EventItemCompleted, item("item_a", "agentMessage", "completed", `{"text":"hi"}`)},
+		[2]string{api.EventItemStarted, `{"item":{"id":"item_o","turnId":"turn_0","kind":"agentMessage","status":"inProgress","payload":{}}}`},
+		[2]string{api.EventItemStarted, item("item_t", "tokenUsage", "inProgress", `{"inputTokens":1,"outputTokens":2,"totalTokens":3}`)},
+		[2]string{api.EventItemCompleted, item("item_t", "tokenUsage", "completed", `{"inputTokens":10,"outputTokens":5,"totalTokens":15}`)},
+		[2]string{api.EventTurnCompleted, `{"turn":{"id":"turn_1","status":"completed","response":"hi"}}`},
 	)
 	if errb.Len() != 0 {
 		t.Fatalf("stderr %q", errb.String())
@@ -170,10 +171,10 @@ func TestFollowerJSONItems(t *testing.T) {
 func TestFollowerApprovalsAreTrackedUntilResolved(t *testing.T) {
 	f, _, _ := testFollower(false)
 	feed(f,
-		[2]string{business.EventApprovalRequest, `{"approval":{"id":"appr_1","turnId":"turn_1","revision":1,"status":"pending","kind":"script","summary":"x"}}`},
-		[2]string{business.EventApprovalRequest, `{"approval":{"id":"appr_2","turnId":"turn_1","revision":1,"status":"pending","kind":"script","summary":"y"}}`},
-		[2]string{business.EventApprovalResolved, `{"approvalId":"appr_1","decision":"denied","revision":2}`},
-		[2]string{business.EventApprovalRequest, `{"approval":{"id":"appr_3","turnId":"turn_0","revision":1,"status":"pending"}}`},
+		[2]string{api.EventApprovalRequest, `{"approval":{"id":"appr_1","turnId":"turn_1","revision":1,"status":"pending","kind":"script","summary":"x"}}`},
+		[2]string{api.EventApprovalRequest, `{"approval":{"id":"appr_2","turnId":"turn_1","revision":1,"status":"pending","kind":"script","summary":"y"}}`},
+		[2]string{api.EventApprovalResolved, `{"approvalId":"appr_1","decision":"denied","revision":2}`},
+		[2]string{api.EventApprovalRequest, `{"approval":{"id":"appr_3","turnId":"turn_0","revision":1,"status":"pending"}}`},
 	)
 	if len(f.order) != 1 || f.order[0] != "appr_2" || f.pending["appr_2"] == nil || len(f.pending) != 1 {
 		t.Fatalf("pending %v %v", f.order, f.pending)

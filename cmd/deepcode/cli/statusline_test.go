@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"strings"
 	"testing"
 	"time"
@@ -93,45 +94,45 @@ func TestStatusLineFollowsTheTurn(t *testing.T) {
 			t.Fatalf("status line %q, want a spinner frame then %q\nscreen:\n%s", got, want, ft.screen())
 		}
 	}
-	feed(f, [2]string{business.EventTurnQueued, `{"turn":{"id":"turn_1"}}`})
+	feed(f, [2]string{api.EventTurnQueued, `{"turn":{"id":"turn_1"}}`})
 	step(0, "0s queued")
 	feed(f,
-		[2]string{business.EventItemCompleted, item("item_u", "userMessage", "completed", `{"text":"task"}`)},
-		[2]string{business.EventTurnStarted, `{"turnId":"turn_1"}`})
+		[2]string{api.EventItemCompleted, item("item_u", "userMessage", "completed", `{"text":"task"}`)},
+		[2]string{api.EventTurnStarted, `{"turnId":"turn_1"}`})
 	step(time.Second, "1s working")
-	feed(f, [2]string{business.EventItemStarted, item("item_c", "commandExecution", "inProgress", `{"command":["/bin/sh","-c","ls  -la\nmore"],"cwd":"/w"}`)})
+	feed(f, [2]string{api.EventItemStarted, item("item_c", "commandExecution", "inProgress", `{"command":["/bin/sh","-c","ls  -la\nmore"],"cwd":"/w"}`)})
 	step(2*time.Second, "3s running: ls -la …")
 	// Output erases the line; it comes back below the output.
-	feed(f, [2]string{business.EventItemDelta, delta("item_c", `{"stream":"stdout","text":"a.txt\n"}`)})
+	feed(f, [2]string{api.EventItemDelta, delta("item_c", `{"stream":"stdout","text":"a.txt\n"}`)})
 	if got, above := ft.cursorLine(), strings.TrimRight(string(ft.lines[ft.row-1]), " "); got != "" || above != "a.txt" {
 		t.Fatalf("the status line was not erased before the output: %q, then %q", above, got)
 	}
 	step(0, "3s running: ls -la …")
-	feed(f, [2]string{business.EventItemCompleted, item("item_c", "commandExecution", "completed", `{"command":["/bin/sh","-c","ls"],"exitCode":0}`)})
+	feed(f, [2]string{api.EventItemCompleted, item("item_c", "commandExecution", "completed", `{"command":["/bin/sh","-c","ls"],"exitCode":0}`)})
 	step(57*time.Second, "1m00s working")
 
 	// A message streaming in the middle of a line: the line stays off.
 	feed(f,
-		[2]string{business.EventItemStarted, item("item_a", "agentMessage", "inProgress", `{}`)},
-		[2]string{business.EventItemDelta, delta("item_a", `{"text":"hello "}`)})
+		[2]string{api.EventItemStarted, item("item_a", "agentMessage", "inProgress", `{}`)},
+		[2]string{api.EventItemDelta, delta("item_a", `{"text":"hello "}`)})
 	clock.t = clock.t.Add(time.Second)
 	f.status.draw()
 	if got := ft.cursorLine(); got != "hello" {
 		t.Fatalf("drawn in the middle of a message: %q", got)
 	}
 	feed(f,
-		[2]string{business.EventItemDelta, delta("item_a", `{"text":"world"}`)},
-		[2]string{business.EventItemCompleted, item("item_a", "agentMessage", "completed", `{"text":"hello world"}`)})
+		[2]string{api.EventItemDelta, delta("item_a", `{"text":"world"}`)},
+		[2]string{api.EventItemCompleted, item("item_a", "agentMessage", "completed", `{"text":"hello world"}`)})
 	step(0, "1m01s working")
 
 	// A file change: the step while it runs, then the change's line.
-	feed(f, [2]string{business.EventItemStarted, item("item_f", "fileChange", "inProgress", `{"path":"a.txt","action":"write"}`)})
+	feed(f, [2]string{api.EventItemStarted, item("item_f", "fileChange", "inProgress", `{"path":"a.txt","action":"write"}`)})
 	step(0, "1m01s writing a.txt")
-	feed(f, [2]string{business.EventItemCompleted, item("item_f", "fileChange", "completed", `{"path":"a.txt","action":"write","before":"1\n2\n","after":"1\nb\n3\n"}`)})
+	feed(f, [2]string{api.EventItemCompleted, item("item_f", "fileChange", "completed", `{"path":"a.txt","action":"write","before":"1\n2\n","after":"1\nb\n3\n"}`)})
 	step(0, "1m01s working")
 
 	// An approval: asked on the terminal, with the line off until the answer.
-	feed(f, [2]string{business.EventApprovalRequest, `{"approval":{"id":"appr_1","turnId":"turn_1","revision":1,"status":"pending","kind":"script","summary":"rm it"}}`})
+	feed(f, [2]string{api.EventApprovalRequest, `{"approval":{"id":"appr_1","turnId":"turn_1","revision":1,"status":"pending","kind":"script","summary":"rm it"}}`})
 	step(0, "1m01s waiting for approval")
 	f.stdinEOF = true // answered at once: denied
 	f.ask(f.pending["appr_1"])
@@ -140,7 +141,7 @@ func TestStatusLineFollowsTheTurn(t *testing.T) {
 	step(time.Hour, "1h01m working")
 
 	// The end erases the line for good.
-	feed(f, [2]string{business.EventTurnCompleted, `{"turn":{"id":"turn_1","status":"completed"}}`})
+	feed(f, [2]string{api.EventTurnCompleted, `{"turn":{"id":"turn_1","status":"completed"}}`})
 	f.status.draw()
 	want := strings.Join([]string{
 		"a.txt",
@@ -160,20 +161,20 @@ func TestStatusLineFollowsTheTurn(t *testing.T) {
 
 func TestStatusLineFitsTheWidth(t *testing.T) {
 	f, ft, _ := statusFollower(24)
-	feed(f, [2]string{business.EventItemStarted, item("item_c", "commandExecution", "inProgress", `{"command":["make","-j","test","TESTFLAGS=-race"]}`)})
+	feed(f, [2]string{api.EventItemStarted, item("item_c", "commandExecution", "inProgress", `{"command":["make","-j","test","TESTFLAGS=-race"]}`)})
 	f.status.draw()
 	got := ft.cursorLine()
 	if n := len([]rune(got)); n != 23 || !strings.HasSuffix(got, "…") || !strings.Contains(got, "0s running: make") {
 		t.Fatalf("status line %q (%d columns), want 23 ending in …", got, n)
 	}
 	// A shorter step leaves nothing of the longer one.
-	feed(f, [2]string{business.EventItemCompleted, item("item_c", "commandExecution", "completed", `{}`)})
+	feed(f, [2]string{api.EventItemCompleted, item("item_c", "commandExecution", "completed", `{}`)})
 	f.status.draw()
 	if got := ft.cursorLine(); !strings.HasSuffix(got, " 0s working") || len([]rune(got)) != len([]rune("⠋ 0s working")) {
 		t.Fatalf("status line %q", got)
 	}
 	// Escape sequences of a command line are not written to the terminal.
-	feed(f, [2]string{business.EventItemStarted, item("item_d", "commandExecution", "inProgress", `{"command":"printf '\u001b[2J'"}`)})
+	feed(f, [2]string{api.EventItemStarted, item("item_d", "commandExecution", "inProgress", `{"command":"printf '\u001b[2J'"}`)})
 	f.status.draw()
 	if strings.Contains(ft.raw.String(), "\x1b") {
 		t.Fatalf("an escape sequence reached the terminal: %q", ft.raw.String())
@@ -185,9 +186,9 @@ func TestStatusLineFitsTheWidth(t *testing.T) {
 func TestNoStatusLine(t *testing.T) {
 	f, out, errb := testFollower(false)
 	feed(f,
-		[2]string{business.EventItemStarted, item("item_c", "commandExecution", "inProgress", `{"command":["ls"]}`)},
-		[2]string{business.EventItemDelta, delta("item_c", `{"stream":"stdout","text":"x\n"}`)},
-		[2]string{business.EventItemCompleted, item("item_c", "commandExecution", "completed", `{}`)},
+		[2]string{api.EventItemStarted, item("item_c", "commandExecution", "inProgress", `{"command":["ls"]}`)},
+		[2]string{api.EventItemDelta, delta("item_c", `{"stream":"stdout","text":"x\n"}`)},
+		[2]string{api.EventItemCompleted, item("item_c", "commandExecution", "completed", `{}`)},
 	)
 	f.status.draw() // nil: nothing
 	if out.String() != "x\n" || errb.Len() != 0 {

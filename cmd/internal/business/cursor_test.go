@@ -1,6 +1,7 @@
 package business
 
 import (
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"testing"
 
 	"github.com/deepcode-dev/deepcode/shared/client"
@@ -10,7 +11,7 @@ import (
 func events(seqs ...int64) []client.Event {
 	out := make([]client.Event, len(seqs))
 	for i, s := range seqs {
-		out[i] = client.Event{Sequence: s, Type: EventItemDelta}
+		out[i] = client.Event{Sequence: s, Type: api.EventItemDelta}
 	}
 	return out
 }

@@ -7,20 +7,6 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/errs"
 )
 
-// Event types the CLI's renderers understand.
-const (
-	EventTurnQueued       = "turn.queued"
-	EventTurnStarted      = "turn.started"
-	EventItemStarted      = "item.started"
-	EventItemDelta        = "item.delta"
-	EventItemCompleted    = "item.completed"
-	EventApprovalRequest  = "approval.requested"
-	EventApprovalResolved = "approval.resolved"
-	EventTurnCompleted    = "turn.completed"
-	EventTurnFailed       = "turn.failed"
-	EventTurnInterrupted  = "turn.interrupted"
-)
-
 // Wire types of the business methods the CLI uses. They mirror agentd's and
 // keep only what the CLI shows, so that nothing else reaches its output.
 

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"encoding/json"
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"strings"
 	"testing"
 
@@ -32,14 +33,14 @@ func mdView(t *testing.T) *threadView {
 		raw, _ := json.Marshal(payload)
 		return map[string]any{"item": business.Item{ID: id, Kind: kind, Status: "completed", Payload: raw}}
 	}
-	ev(business.EventItemStarted, item("msg_1", "agentMessage", map[string]any{}))
+	ev(api.EventItemStarted, item("msg_1", "agentMessage", map[string]any{}))
 	for _, chunk := range []string{tuiMarkdownSample[:9], tuiMarkdownSample[9:40], tuiMarkdownSample[40:]} {
-		ev(business.EventItemDelta, map[string]any{"itemId": "msg_1", "delta": map[string]string{"text": chunk}})
+		ev(api.EventItemDelta, map[string]any{"itemId": "msg_1", "delta": map[string]string{"text": chunk}})
 	}
-	ev(business.EventItemCompleted, item("msg_1", "agentMessage", map[string]string{"text": tuiMarkdownSample}))
-	ev(business.EventItemStarted, item("cmd_1", "commandExecution", map[string]any{"command": []string{"cat", "notes.md"}}))
-	ev(business.EventItemDelta, map[string]any{"itemId": "cmd_1", "delta": map[string]string{"text": "# not a heading\n", "stream": "stdout"}})
-	ev(business.EventItemCompleted, item("cmd_1", "commandExecution", map[string]any{"exitCode": 0}))
+	ev(api.EventItemCompleted, item("msg_1", "agentMessage", map[string]string{"text": tuiMarkdownSample}))
+	ev(api.EventItemStarted, item("cmd_1", "commandExecution", map[string]any{"command": []string{"cat", "notes.md"}}))
+	ev(api.EventItemDelta, map[string]any{"itemId": "cmd_1", "delta": map[string]string{"text": "# not a heading\n", "stream": "stdout"}})
+	ev(api.EventItemCompleted, item("cmd_1", "commandExecution", map[string]any{"exitCode": 0}))
 	return v
 }
 

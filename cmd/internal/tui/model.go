@@ -259,7 +259,7 @@ var turnNotices = map[string]bool{"turn started": true, "turn queued": true, "st
 // all ended (the status line says what the thread does now).
 func (m *tuiModel) settleNotice(ev client.Event) {
 	switch ev.Type {
-	case business.EventTurnCompleted, business.EventTurnFailed, business.EventTurnInterrupted:
+	case api.EventTurnCompleted, api.EventTurnFailed, api.EventTurnInterrupted:
 		if m.view != nil && m.view.active == "" && len(m.view.queued) == 0 && !m.noticeErr && turnNotices[m.notice] {
 			m.notice = ""
 		}

@@ -3,6 +3,7 @@ package tui
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"strings"
 	"time"
 
@@ -172,14 +173,14 @@ func (v *threadView) unqueue(turnID string) {
 func (v *threadView) apply(ev client.Event, _ tuiStyles) {
 	v.applied++
 	switch ev.Type {
-	case "turn.queued":
+	case api.EventTurnQueued:
 		var p struct {
 			Turn business.Turn `json:"turn"`
 		}
-		if json.Unmarshal(ev.Payload, &p) == nil && p.Turn.Status == "queued" {
+		if json.Unmarshal(ev.Payload, &p) == nil && p.Turn.Status == api.TurnQueued {
 			v.queued = append(v.queued, p.Turn.ID)
 		}
-	case "turn.started":
+	case api.EventTurnStarted:
 		var p struct {
 			TurnID string `json:"turnId"`
 		}
@@ -187,7 +188,7 @@ func (v *threadView) apply(ev client.Event, _ tuiStyles) {
 			v.active, v.since = p.TurnID, ev.At
 			v.unqueue(p.TurnID)
 		}
-	case "turn.steered":
+	case api.EventTurnSteered:
 		var p struct {
 			Item struct {
 				Payload struct {
@@ -198,7 +199,7 @@ func (v *threadView) apply(ev client.Event, _ tuiStyles) {
 		if json.Unmarshal(ev.Payload, &p) == nil {
 			v.line(lineUser, "› (steer) "+strings.ReplaceAll(strings.TrimRight(p.Item.Payload.Text, "\n"), "\n", "\n  "))
 		}
-	case business.EventItemStarted:
+	case api.EventItemStarted:
 		var p struct {
 			Item business.Item `json:"item"`
 		}
@@ -214,7 +215,7 @@ func (v *threadView) apply(ev client.Event, _ tuiStyles) {
 				v.line(lineMeta, "$ "+strings.Join(c.Command, " "))
 			}
 		}
-	case business.EventItemDelta:
+	case api.EventItemDelta:
 		var p struct {
 			ItemID string `json:"itemId"`
 			Delta  struct {
@@ -238,7 +239,7 @@ func (v *threadView) apply(ev client.Event, _ tuiStyles) {
 			v.write(lineText, p.Delta.Text)
 		}
 		it.wrote = true
-	case business.EventItemCompleted:
+	case api.EventItemCompleted:
 		var p struct {
 			Item business.Item `json:"item"`
 		}
@@ -248,7 +249,7 @@ func (v *threadView) apply(ev client.Event, _ tuiStyles) {
 		it := v.items[p.Item.ID]
 		v.untrack(p.Item.ID)
 		v.completed(p.Item, it)
-	case business.EventApprovalRequest:
+	case api.EventApprovalRequest:
 		var p struct {
 			Approval business.Approval `json:"approval"`
 		}
@@ -256,7 +257,7 @@ func (v *threadView) apply(ev client.Event, _ tuiStyles) {
 			v.approvals = append(v.approvals, p.Approval)
 			v.line(lineWarn, fmt.Sprintf("? approval requested (%s): %s", p.Approval.Kind, p.Approval.Summary))
 		}
-	case business.EventApprovalResolved:
+	case api.EventApprovalResolved:
 		var p struct {
 			ApprovalID string `json:"approvalId"`
 			Decision   string `json:"decision"`
@@ -271,7 +272,7 @@ func (v *threadView) apply(ev client.Event, _ tuiStyles) {
 			}
 		}
 		v.line(lineMeta, "  approval: "+p.Decision)
-	case business.EventTurnCompleted, business.EventTurnFailed, business.EventTurnInterrupted:
+	case api.EventTurnCompleted, api.EventTurnFailed, api.EventTurnInterrupted:
 		var p struct {
 			Turn business.Turn `json:"turn"`
 		}
@@ -283,9 +284,9 @@ func (v *threadView) apply(ev client.Event, _ tuiStyles) {
 		}
 		v.unqueue(p.Turn.ID)
 		switch ev.Type {
-		case business.EventTurnCompleted:
+		case api.EventTurnCompleted:
 			v.line(lineMeta, "— turn completed")
-		case business.EventTurnFailed:
+		case api.EventTurnFailed:
 			msg := "✗ turn failed"
 			if p.Turn.Error != nil {
 				msg += fmt.Sprintf(": %s (%s)", p.Turn.Error.Message, p.Turn.Error.Code)
@@ -299,7 +300,7 @@ func (v *threadView) apply(ev client.Event, _ tuiStyles) {
 
 func (v *threadView) completed(item business.Item, it *tuiItem) {
 	switch item.Kind {
-	case "userMessage":
+	case api.KindUserMessage:
 		var p struct {
 			Text       string `json:"text"`
 			Submission string `json:"submission"`
@@ -313,7 +314,7 @@ func (v *threadView) completed(item business.Item, it *tuiItem) {
 			return // shown by turn.steered
 		}
 		v.line(lineUser, prefix+strings.ReplaceAll(strings.TrimRight(p.Text, "\n"), "\n", "\n  "))
-	case "agentMessage":
+	case api.KindAgentMessage:
 		if it == nil || !it.wrote {
 			var p struct {
 				Text string `json:"text"`
@@ -322,7 +323,7 @@ func (v *threadView) completed(item business.Item, it *tuiItem) {
 			v.writeMarkdown(p.Text)
 		}
 		v.closeLine()
-	case "commandExecution":
+	case api.KindCommandExecution:
 		v.closeLine()
 		var p struct {
 			ExitCode *int `json:"exitCode"`
@@ -330,7 +331,7 @@ func (v *threadView) completed(item business.Item, it *tuiItem) {
 		if json.Unmarshal(item.Payload, &p) == nil && p.ExitCode != nil && *p.ExitCode != 0 {
 			v.line(lineMeta, fmt.Sprintf("  exit status %d", *p.ExitCode))
 		}
-	case "fileChange":
+	case api.KindFileChange:
 		var p struct {
 			Path   string `json:"path"`
 			Action string `json:"action"`

@@ -21,16 +21,17 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/config"
 )
 
 // Item kinds the runtime records. The first four are agentd's own kinds,
 // which every client renders; the others are the runtime's.
 const (
-	KindUserMessage      = "userMessage"
-	KindAgentMessage     = "agentMessage"
-	KindCommandExecution = "commandExecution"
-	KindFileChange       = "fileChange"
+	KindUserMessage      = api.KindUserMessage
+	KindAgentMessage     = api.KindAgentMessage
+	KindCommandExecution = api.KindCommandExecution
+	KindFileChange       = api.KindFileChange
 	// KindToolCall is a call of a tool that neither runs a command nor
 	// changes a file (read_file, list, glob, grep).
 	KindToolCall = "toolCall"
@@ -43,9 +44,9 @@ const (
 
 // Item statuses (agentd's).
 const (
-	ItemInProgress = "inProgress"
-	ItemCompleted  = "completed"
-	ItemFailed     = "failed"
+	ItemInProgress = api.ItemInProgress
+	ItemCompleted  = api.ItemCompleted
+	ItemFailed     = api.ItemFailed
 )
 
 // Tool call states, in ToolPayload.State. A call is journaled proposed
