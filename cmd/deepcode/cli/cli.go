@@ -19,6 +19,7 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/paths"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit statuses.
@@ -74,26 +75,23 @@ func TUIMain(args []string, stdout, stderr io.Writer, opts TUIOptions) int {
 
 func run(args []string, stdout, stderr io.Writer, opts TUIOptions) int {
 	a := &app{stdout: stdout, stderr: stderr, args: args, tui: opts}
-	root := a.rootCommandFor(args)
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if flags, ok := a.quickStatus(args); ok {
+		return a.exitStatus(a.runStatus(ctx, flags))
+	}
+	return a.runCommand(ctx, args)
+}
+
+// runCommand runs args through the command tree.
+func (a *app) runCommand(ctx context.Context, args []string) int {
+	root := a.rootCommandFor(args)
+	root.SetArgs(args)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
 	cmd, err := root.ExecuteContextC(ctx)
-	if err == nil {
-		return exitOK
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.err != nil {
-			a.printError(ee.err)
-		}
-		return ee.code
-	}
-	if _, ok := errs.As(err); ok {
-		a.printError(err)
-		return exitFailure
+	if code, done := a.commandExit(err); done {
+		return code
 	}
 	// cobra's own errors: unknown command or flag, bad arguments. A flag
 	// error can stop parsing before --json is reached: look for it.
@@ -105,6 +103,36 @@ func run(args []string, stdout, stderr io.Writer, opts TUIOptions) int {
 	}
 	a.printError(errs.New(errs.UsageError, "%v (see %s --help)", err, cmd.CommandPath()))
 	return exitUsage
+}
+
+// exitStatus is the exit status of a command that returned err, whose
+// error (if any) it prints.
+func (a *app) exitStatus(err error) int {
+	if code, done := a.commandExit(err); done {
+		return code
+	}
+	a.printError(err)
+	return exitFailure
+}
+
+// commandExit is the exit status of a command's err, printed, unless err
+// is none of the command's own (a usage error of cobra's).
+func (a *app) commandExit(err error) (int, bool) {
+	if err == nil {
+		return exitOK, true
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			a.printError(ee.err)
+		}
+		return ee.code, true
+	}
+	if _, ok := errs.As(err); ok {
+		a.printError(err)
+		return exitFailure, true
+	}
+	return 0, false
 }
 
 // suggestCommands makes every command that has subcommands refuse an
@@ -258,16 +286,20 @@ func (a *app) setup(cmd *cobra.Command, flagKeys map[string]string) error {
 // setupLookOnly is setup for commands that only look (service status): the
 // layout is located without creating anything, and a database folder that
 // does not exist is no error (no instance can run there).
-func (a *app) setupLookOnly(cmd *cobra.Command) error {
+func (a *app) setupLookOnly(flags *pflag.FlagSet) error {
 	l, err := paths.Locate("", a.database)
 	if err != nil {
 		return err
 	}
-	return a.configure(cmd, l, nil)
+	return a.configureFlags(flags, l, nil)
 }
 
 func (a *app) configure(cmd *cobra.Command, l *paths.Layout, flagKeys map[string]string) error {
-	cfg, err := config.Load(config.LoadOptions{File: paths.ConfigFile(l.Home), Flags: cmd.Flags(), FlagKeys: flagKeys})
+	return a.configureFlags(cmd.Flags(), l, flagKeys)
+}
+
+func (a *app) configureFlags(flags *pflag.FlagSet, l *paths.Layout, flagKeys map[string]string) error {
+	cfg, err := config.Load(config.LoadOptions{File: paths.ConfigFile(l.Home), Flags: flags, FlagKeys: flagKeys})
 	if err != nil {
 		return err
 	}

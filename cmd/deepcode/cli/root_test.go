@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"io"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -78,3 +80,59 @@ func TestRootCommandForRunsAsTheWholeTree(t *testing.T) {
 type captured struct{ s string }
 
 func (c *captured) Write(p []byte) (int, error) { c.s += string(p); return len(p), nil }
+
+// TestQuickStatusMatchesCobra: a plain service status is run without the
+// command tree, with the same output and exit status as through it; any
+// other command line that starts like one is left to cobra.
+func TestQuickStatusMatchesCobra(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("DEEPCODE_HOME", home)
+	db := filepath.Join(t.TempDir(), "missing", "x.sqlite3")
+	for _, args := range [][]string{
+		{"service", "status"},
+		{"service", "status", "--json"},
+		{"service", "status", "--json=false"},
+		{"service", "status", "--json=true", "--database", db},
+		{"--database=" + db, "service", "status", "--json"},
+		{"--database", db, "service", "status", "--json"},
+	} {
+		if _, ok := (&app{}).quickStatus(args); !ok {
+			t.Errorf("%q is not taken as a plain status", args)
+			continue
+		}
+		var quick, tree struct{ out, err captured }
+		quickCode := run(args, &quick.out, &quick.err, TUIOptions{})
+		a := &app{stdout: &tree.out, stderr: &tree.err, args: args}
+		treeCode := a.runCommand(context.Background(), args)
+		if quickCode != treeCode || quick.out.s != tree.out.s || quick.err.s != tree.err.s {
+			t.Errorf("%q: quick exit %d stdout %q stderr %q; through the tree exit %d stdout %q stderr %q",
+				args, quickCode, quick.out.s, quick.err.s, treeCode, tree.out.s, tree.err.s)
+		}
+		if quickCode != exitNotRunning {
+			t.Errorf("%q: exit %d, want %d (nothing runs)", args, quickCode, exitNotRunning)
+		}
+	}
+	for _, args := range [][]string{
+		{"service"},
+		{"service", "status", "--help"},
+		{"service", "status", "-h"},
+		{"service", "status", "extra"},
+		{"service", "status", "--jsn"},
+		{"service", "status", "--json=maybe"},
+		{"service", "status", "--database"},
+		{"service", "status", "--", "--json"},
+		{"status", "service"},
+		{"service", "start"},
+		{"--databasex=y", "service", "status"},
+		{"--json", "service", "status"}, // status's own flag, before status
+		{"service", "--json", "status"},
+	} {
+		a := &app{}
+		if _, ok := a.quickStatus(args); ok {
+			t.Errorf("%q is taken as a plain status; cobra must answer it", args)
+		}
+		if a.database != "" || a.jsonOut {
+			t.Errorf("%q: a refused quick status left flags set (database %q, json %v)", args, a.database, a.jsonOut)
+		}
+	}
+}
