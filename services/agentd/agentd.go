@@ -87,8 +87,7 @@ type Agentd struct {
 	// agentStart is agentStartLock's semaphore.
 	agentStart chan struct{}
 
-	subsMu sync.Mutex
-	subs   map[*rpc.Peer]struct{}
+	subs rpc.Subscribers[*rpc.Peer]
 
 	bg sync.WaitGroup
 }
@@ -108,7 +107,6 @@ func setup(ctx context.Context, svc *service.Service) error {
 		holder:     fmt.Sprintf("agentd pid %d %s", os.Getpid(), discovery.NewInstanceID()),
 		ownerCh:    make(chan struct{}),
 		agentStart: make(chan struct{}, 1),
-		subs:       map[*rpc.Peer]struct{}{},
 		leaseTTL:   svc.Config.Agentd.LeaseTTL,
 	}
 	if a.leaseTTL <= 0 {
@@ -513,35 +511,13 @@ func (a *Agentd) requireOwner() error {
 	return errs.New(errs.LeaseHeld, "another agentd owns this database's runtime; try again shortly")
 }
 
-// subscribe sends every durable event of every thread to peer as
+// subscribe sends every durable event of every thread to p as
 // thread.event notifications until it disconnects.
-func (a *Agentd) subscribe(p *rpc.Peer) {
-	if p == nil {
-		return
-	}
-	a.subsMu.Lock()
-	if _, ok := a.subs[p]; ok {
-		a.subsMu.Unlock()
-		return
-	}
-	a.subs[p] = struct{}{}
-	a.subsMu.Unlock()
-	go func() {
-		<-p.Done()
-		a.subsMu.Lock()
-		delete(a.subs, p)
-		a.subsMu.Unlock()
-	}()
-}
+func (a *Agentd) subscribe(p *rpc.Peer) { rpc.SubscribeUntilDone(&a.subs, p, nil) }
 
 // publish notifies subscribers of committed events, encoding each once.
 func (a *Agentd) publish(events []Event) {
-	a.subsMu.Lock()
-	peers := make([]*rpc.Peer, 0, len(a.subs))
-	for p := range a.subs {
-		peers = append(peers, p)
-	}
-	a.subsMu.Unlock()
+	peers := a.subs.List()
 	if len(peers) == 0 {
 		return
 	}
@@ -554,8 +530,6 @@ func (a *Agentd) publish(events []Event) {
 		if err != nil {
 			continue
 		}
-		for _, p := range peers {
-			p.SendRaw(b)
-		}
+		rpc.Broadcast(peers, b)
 	}
 }

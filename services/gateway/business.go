@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,10 +53,8 @@ type business struct {
 	conns    atomic.Int64
 	backends map[string]*rpc.Pool // by socket name
 
-	// subs are the subscribed connections: a slice replaced (never
-	// modified) under subsMu, so that the fan-out reads it without a lock.
-	subsMu sync.Mutex
-	subs   atomic.Pointer[[]*session]
+	// subs are the subscribed connections.
+	subs   rpc.Subscribers[*session]
 	events *eventLink
 }
 
@@ -165,44 +161,20 @@ func (s *session) initialize(req *rpc.Request) (any, error) {
 }
 
 func (b *business) subscribe(s *session) error {
-	b.subsMu.Lock()
-	old := b.subscribers()
-	if slices.Contains(old, s) {
-		b.subsMu.Unlock()
-		return b.events.waitUp(context.Background())
-	}
-	list := append(slices.Clip(old), s)
-	b.subs.Store(&list)
-	b.subsMu.Unlock()
-	if len(list) == 1 {
+	if n, added := b.subs.Add(s); added && n == 1 {
 		b.events.want(true)
 	}
 	return b.events.waitUp(context.Background())
 }
 
 func (b *business) unsubscribe(s *session) {
-	b.subsMu.Lock()
-	old := b.subscribers()
-	i := slices.Index(old, s)
-	if i < 0 {
-		b.subsMu.Unlock()
-		return
-	}
-	list := slices.Delete(slices.Clone(old), i, i+1)
-	b.subs.Store(&list)
-	b.subsMu.Unlock()
-	if len(list) == 0 {
+	if n, removed := b.subs.Remove(s); removed && n == 0 {
 		b.events.want(false)
 	}
 }
 
 // subscribers is the current list; it must not be modified.
-func (b *business) subscribers() []*session {
-	if l := b.subs.Load(); l != nil {
-		return *l
-	}
-	return nil
-}
+func (b *business) subscribers() []*session { return b.subs.List() }
 
 // fanout queues one already-encoded notification, the same bytes, for
 // every subscribed client, then waits while the gateway's own writing is

@@ -36,8 +36,7 @@ const (
 type publisher struct {
 	scratch []byte // the text of one notification (run only)
 
-	subsMu sync.Mutex
-	subs   map[*rpc.Peer]struct{}
+	subs rpc.Subscribers[*rpc.Peer]
 	// sink, when set, receives every encoded notification (tests).
 	sink func([]byte)
 
@@ -50,31 +49,11 @@ type publisher struct {
 }
 
 func newPublisher() *publisher {
-	return &publisher{subs: map[*rpc.Peer]struct{}{}, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	return &publisher{wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // subscribe adds a connection until it ends.
-func (p *publisher) subscribe(peer *rpc.Peer) {
-	if peer == nil {
-		return
-	}
-	p.subsMu.Lock()
-	if _, ok := p.subs[peer]; ok {
-		p.subsMu.Unlock()
-		return
-	}
-	p.subs[peer] = struct{}{}
-	p.subsMu.Unlock()
-	go func() {
-		select {
-		case <-peer.Done():
-		case <-p.done:
-		}
-		p.subsMu.Lock()
-		delete(p.subs, peer)
-		p.subsMu.Unlock()
-	}()
-}
+func (p *publisher) subscribe(peer *rpc.Peer) { rpc.SubscribeUntilDone(&p.subs, peer, p.done) }
 
 // mark queues t for the next round.
 func (p *publisher) mark(t *terminal) {
@@ -131,12 +110,7 @@ func (p *publisher) round(final bool) {
 	if len(batch) == 0 {
 		return
 	}
-	p.subsMu.Lock()
-	peers := make([]*rpc.Peer, 0, len(p.subs))
-	for peer := range p.subs {
-		peers = append(peers, peer)
-	}
-	p.subsMu.Unlock()
+	peers := p.subs.List()
 	send := len(peers) > 0 || p.sink != nil
 	now := time.Now()
 	var held []*terminal
