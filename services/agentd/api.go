@@ -110,11 +110,7 @@ func (a *Agentd) methods(mux *rpc.Mux) {
 // live events before it returns, so a client that installs its listener
 // first and then replays misses nothing.
 func (a *Agentd) initialize(ctx context.Context, req *rpc.Request) (any, error) {
-	var p api.InitializeParams
-	if err := rpc.BindParams(req.Params, &p); err != nil {
-		return nil, err
-	}
-	if err := api.CheckProtocolVersion(p.ProtocolVersion); err != nil {
+	if _, err := api.BindInitialize(req.Params); err != nil {
 		return nil, err
 	}
 	a.subscribe(req.Peer)

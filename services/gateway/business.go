@@ -131,11 +131,8 @@ func (s *session) initialize(req *rpc.Request) (any, error) {
 	if s.initialized.Load() {
 		return nil, errs.New(errs.AlreadyInitialized, "this connection is already initialized")
 	}
-	var p api.InitializeParams
-	if err := rpc.BindParams(req.Params, &p); err != nil {
-		return nil, err
-	}
-	if err := api.CheckProtocolVersion(p.ProtocolVersion); err != nil {
+	p, err := api.BindInitialize(req.Params)
+	if err != nil {
 		return nil, err
 	}
 	s.surface = p.ClientInfo.Surface

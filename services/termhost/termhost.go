@@ -102,11 +102,7 @@ func (h *Termhost) methods(mux *rpc.Mux) {
 // initialize checks the protocol version and subscribes the connection to
 // terminal.output and terminal.exit of every terminal before it answers.
 func (h *Termhost) initialize(_ context.Context, req *rpc.Request) (any, error) {
-	var p api.InitializeParams
-	if err := rpc.BindParams(req.Params, &p); err != nil {
-		return nil, err
-	}
-	if err := api.CheckProtocolVersion(p.ProtocolVersion); err != nil {
+	if _, err := api.BindInitialize(req.Params); err != nil {
 		return nil, err
 	}
 	h.pub.subscribe(req.Peer)

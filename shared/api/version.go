@@ -1,11 +1,13 @@
 package api
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 
 	"github.com/deepcode-dev/deepcode/shared/buildinfo"
 	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/rpc"
 )
 
 // AcceptedProtocolVersions are the versions initialize accepts and reports:
@@ -66,6 +68,17 @@ func CheckProtocolVersion(client string) error {
 			buildinfo.ProtocolVersion, current, client).With("acceptedProtocolVersions", AcceptedProtocolVersions)
 	}
 	return nil
+}
+
+// BindInitialize decodes initialize's params and checks their protocol
+// version: the first half of every business service's initialize (the
+// second subscribes the connection, then answers NewInitializeResult).
+func BindInitialize(params json.RawMessage) (InitializeParams, error) {
+	var p InitializeParams
+	if err := rpc.BindParams(params, &p); err != nil {
+		return p, err
+	}
+	return p, CheckProtocolVersion(p.ProtocolVersion)
 }
 
 // NewInitializeResult is what every business service answers to a

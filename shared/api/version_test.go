@@ -29,3 +29,27 @@ func TestProtocolVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestBindInitialize: initialize's params are decoded strictly and their
+// version checked, with the codes a client can act on.
+func TestBindInitialize(t *testing.T) {
+	for _, tc := range []struct {
+		params string
+		want   errs.Code // "" for accepted
+	}{
+		{`{"protocolVersion":"` + buildinfo.ProtocolVersion + `","clientInfo":{"name":"t","version":"1"}}`, ""},
+		{`{"protocolVersion":"99.0","clientInfo":{"name":"t","version":"1"}}`, errs.ProtocolMismatch},
+		{`{"protocolVersion":"one","clientInfo":{"name":"t","version":"1"}}`, errs.ProtocolMismatch},
+		{`{"protocolVersion":1}`, errs.InvalidParams},
+		{`[1,2]`, errs.InvalidParams},
+		{`{"protocolVersion":"1.0","bogus":true}`, errs.InvalidParams},
+	} {
+		p, err := BindInitialize([]byte(tc.params))
+		if got := errs.CodeOf(err); got != tc.want {
+			t.Errorf("%s: code %q (%v), want %q", tc.params, got, err, tc.want)
+		}
+		if tc.want == "" && p.ClientInfo.Name != "t" {
+			t.Errorf("%s: params not decoded: %+v", tc.params, p)
+		}
+	}
+}
