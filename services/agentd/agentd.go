@@ -122,12 +122,7 @@ func setup(ctx context.Context, svc *service.Service) error {
 	go a.j.run()
 	a.e = newEngine(db, a.j, svc.Config, svc.Log, svc.ActivityChanged)
 	a.methods(svc.RPC)
-	svc.Activity = a.e.activity
-	svc.Drain = func(context.Context) error { a.e.pause(); return nil }
-	svc.Resume = a.e.resume
-	svc.Cancel = func(context.Context) error { a.e.cancelAll(); return nil }
-	svc.DrainAllowed = api.DrainAllowed
-	svc.Stop = a.stop
+	svc.App = a
 	// A stop waits for running turns; a client meanwhile is told
 	// SERVICE_STOPPING rather than left waiting for the successor.
 	svc.ServeWhileStopping = true
@@ -453,13 +448,38 @@ func (a *Agentd) recover(ctx context.Context) error {
 	return err
 }
 
-// stop gives running turns the graceful window, renewing the lease all the
+// agentd drains, cancels, reports activity and serves some methods during
+// a drain.
+var _ interface {
+	service.App
+	service.Drainer
+	service.Canceller
+	service.ActivityReporter
+	service.DrainPolicy
+} = (*Agentd)(nil)
+
+// Activity is the engine's: running and queued turns, live runtimes.
+func (a *Agentd) Activity() service.Activity { return a.e.activity() }
+
+// Drain pauses the engine's admission of turns; Resume reopens it.
+func (a *Agentd) Drain(context.Context) error { a.e.pause(); return nil }
+
+// Resume reopens admission.
+func (a *Agentd) Resume() { a.e.resume() }
+
+// Cancel interrupts every running turn (stop --cancel-running).
+func (a *Agentd) Cancel(context.Context) error { a.e.cancelAll(); return nil }
+
+// DrainAllowed: the contract's methods safe during a drain.
+func (a *Agentd) DrainAllowed(method string) bool { return api.DrainAllowed(method) }
+
+// Stop gives running turns the graceful window, renewing the lease all the
 // while, so that a turn ending in it commits; then it stops renewing and
 // releases the lease. When the supervisor is gone (a crash of the parent,
 // not a stop request) there is no window: the turns are abandoned to the
 // next owner's recovery and the lease is released at once, so that the
 // restarted instance's agentd takes over without waiting.
-func (a *Agentd) stop(ctx context.Context) error {
+func (a *Agentd) Stop(ctx context.Context) error {
 	grace := a.cfg.Service.StopTimeout
 	if d, ok := ctx.Deadline(); ok {
 		grace = min(grace, time.Until(d)-time.Second)

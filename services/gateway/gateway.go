@@ -107,12 +107,16 @@ func setup(_ context.Context, svc *service.Service) error {
 	g.linkMethods(svc.LinkRPC)
 	g.bg.Add(1)
 	go func() { defer g.bg.Done(); g.business.events.run(svc.Context()) }()
-	svc.Stop = func(context.Context) error {
-		g.bg.Wait() // the service's context is cancelled: the link ends
-		for _, be := range g.business.backends {
-			be.Close("gateway stopping")
-		}
-		return nil
+	svc.App = g
+	return nil
+}
+
+// Stop waits for the gateway's own goroutines (the service's context is
+// cancelled: the event link ends), then closes the backend connections.
+func (g *Gateway) Stop(context.Context) error {
+	g.bg.Wait()
+	for _, be := range g.business.backends {
+		be.Close("gateway stopping")
 	}
 	return nil
 }

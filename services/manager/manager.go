@@ -84,7 +84,7 @@ func setup(ctx context.Context, svc *service.Service) error {
 		services:   map[string]*registration{},
 		changed:    make(chan struct{}),
 	}
-	svc.IsManager = true
+	svc.App = m
 	if err := svc.Layout.EnsureServiceDir(); err != nil {
 		return err
 	}
@@ -97,7 +97,6 @@ func setup(ctx context.Context, svc *service.Service) error {
 	}
 	m.routes()
 	m.methods()
-	svc.Stop = m.stop
 	svc.Log.Info("instance identity", "instance", svc.InstanceID(), "database", svc.Layout.Database, "schema", schema.Latest())
 	return nil
 }
@@ -212,7 +211,16 @@ func (m *Manager) updateAddress(addr string) {
 	}
 }
 
-func (m *Manager) stop(ctx context.Context) error {
+var _ interface {
+	service.App
+	service.InstanceManager
+} = (*Manager)(nil)
+
+// ManagesInstance: the manager is the other end of every service's link.
+func (m *Manager) ManagesInstance() {}
+
+// Stop marks the instance stopping and releases its root (instance.lock).
+func (m *Manager) Stop(ctx context.Context) error {
 	m.mu.Lock()
 	m.phase = PhaseStopping
 	m.mu.Unlock()

@@ -114,20 +114,7 @@ func setup(ctx context.Context, svc *service.Service) error {
 	s.settler = newSettler(s)
 	s.eng = newEngine(s)
 	s.methods(svc.RPC)
-	svc.Activity = func() service.Activity {
-		return service.Activity{Handlers: int(s.sub.inflight.Load()), Queued: int(s.sub.waiting.Load())}
-	}
-	svc.Drain = func(context.Context) error {
-		s.eng.pause()
-		s.sub.pause()
-		return nil
-	}
-	svc.Resume = func() {
-		s.sub.resume()
-		s.eng.resume()
-	}
-	svc.DrainAllowed = api.DrainAllowed
-	svc.Stop = s.stop
+	svc.App = s
 
 	run := svc.Context()
 	// The settler outlives the stop's start: submissions in flight record
@@ -271,7 +258,36 @@ func (s *Scheduler) afterClaim(ctx context.Context) {
 	}
 }
 
-func (s *Scheduler) stop(ctx context.Context) error {
+var _ interface {
+	service.App
+	service.Drainer
+	service.ActivityReporter
+	service.DrainPolicy
+} = (*Scheduler)(nil)
+
+// Activity: submissions to agentd in flight and waiting.
+func (s *Scheduler) Activity() service.Activity {
+	return service.Activity{Handlers: int(s.sub.inflight.Load()), Queued: int(s.sub.waiting.Load())}
+}
+
+// Drain pauses firing and submitting; Resume undoes it.
+func (s *Scheduler) Drain(context.Context) error {
+	s.eng.pause()
+	s.sub.pause()
+	return nil
+}
+
+// Resume reopens submitting, then firing.
+func (s *Scheduler) Resume() {
+	s.sub.resume()
+	s.eng.resume()
+}
+
+// DrainAllowed: the contract's methods safe during a drain.
+func (s *Scheduler) DrainAllowed(method string) bool { return api.DrainAllowed(method) }
+
+// Stop ends the scheduler's work.
+func (s *Scheduler) Stop(ctx context.Context) error {
 	s.bg.Wait()
 	s.sub.stop(ctx)
 	// Record what agentd already answered, within the stop's deadline.

@@ -67,18 +67,34 @@ func setup(ctx context.Context, svc *service.Service) error {
 	h.reg = newRegistry(svc.Log, svc.Config.Termhost.MaxLive, svc.Config.Termhost.MaxExited, svc.ActivityChanged, pub)
 	go pub.run()
 	h.methods(svc.RPC)
-	// Running terminals are activity (drain waits for them, idle exit does
-	// not happen); exited windows are not.
-	svc.Activity = func() service.Activity { return service.Activity{Terminals: h.reg.liveCount()} }
-	svc.DrainAllowed = api.DrainAllowed
-	svc.Cancel = func(context.Context) error { h.reg.terminateAll(); return nil }
-	svc.Stop = h.stop
+	svc.App = h
 	return nil
 }
 
-// stop terminates the terminals, waits for their readers, then closes the
+// termhost cancels and reports activity; it does not drain (a terminal
+// stays open until it exits).
+var _ interface {
+	service.App
+	service.Canceller
+	service.ActivityReporter
+	service.DrainPolicy
+} = (*Termhost)(nil)
+
+// Activity: running terminals are activity (drain waits for them, idle
+// exit does not happen); exited windows are not.
+func (h *Termhost) Activity() service.Activity {
+	return service.Activity{Terminals: h.reg.liveCount()}
+}
+
+// DrainAllowed: the contract's methods safe during a drain.
+func (h *Termhost) DrainAllowed(method string) bool { return api.DrainAllowed(method) }
+
+// Cancel terminates every terminal (stop --cancel-running).
+func (h *Termhost) Cancel(context.Context) error { h.reg.terminateAll(); return nil }
+
+// Stop terminates the terminals, waits for their readers, then closes the
 // publisher and the connections to agentd.
-func (h *Termhost) stop(ctx context.Context) error {
+func (h *Termhost) Stop(ctx context.Context) error {
 	if !h.reg.close(ctx.Done()) {
 		h.svc.Log.Warn("terminals did not finish before the stop deadline")
 	}

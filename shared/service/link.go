@@ -61,8 +61,8 @@ func (l *link) methods() *rpc.Mux {
 		return l.svc.activityReport(), nil
 	}))
 	mux.Handle(mgmt.MethodServiceCancel, rpc.Method(func(ctx context.Context, _ struct{}) (mgmt.ActivityParams, error) {
-		if l.svc.Cancel != nil {
-			if err := l.svc.Cancel(ctx); err != nil {
+		if c, ok := l.svc.App.(Canceller); ok {
+			if err := c.Cancel(ctx); err != nil {
 				return mgmt.ActivityParams{}, err
 			}
 		}

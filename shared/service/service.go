@@ -78,6 +78,45 @@ type Spec struct {
 	Setup func(ctx context.Context, svc *Service) error
 }
 
+// App is a service's application, set by Setup as Service.App. Stop, which
+// every one has, closes it after the connections are closed. What else it
+// can do is in its type, through the optional interfaces below, which the
+// skeleton looks for: a service that cannot drain has no Drain method,
+// rather than a callback field left nil.
+type App interface {
+	Stop(ctx context.Context) error
+}
+
+// Drainer pauses admission of new work (the manager's drain) and resumes
+// it.
+type Drainer interface {
+	Drain(ctx context.Context) error
+	Resume()
+}
+
+// Canceller stops running work (stop --cancel-running).
+type Canceller interface {
+	Cancel(ctx context.Context) error
+}
+
+// ActivityReporter reports the application's activity; the skeleton adds
+// its running handlers.
+type ActivityReporter interface {
+	Activity() Activity
+}
+
+// DrainPolicy names the methods still served while the service drains or
+// stops (approvals, interrupts, safe reads); without it none are.
+type DrainPolicy interface {
+	DrainAllowed(method string) bool
+}
+
+// InstanceManager marks the manager: it has no link to a manager, being
+// the other end of every link.
+type InstanceManager interface {
+	ManagesInstance()
+}
+
 // Service is the running skeleton, handed to Setup.
 type Service struct {
 	Name      string
@@ -102,20 +141,10 @@ type Service struct {
 	// Handlers replaces the whole handler of a listener (the gateway's TCP
 	// port, which has its own Host policy).
 	Handlers map[string]http.Handler
-	// Drain pauses admission of new work; Resume undoes it.
-	Drain  func(ctx context.Context) error
-	Resume func()
-	// Cancel stops running work (stop --cancel-running).
-	Cancel func(ctx context.Context) error
-	// Activity reports application activity; the skeleton adds handlers.
-	Activity func() Activity
-	// DrainAllowed lists methods still served while draining (approvals,
-	// interrupts, safe reads).
-	DrainAllowed func(method string) bool
-	// Stop closes the application after connections are closed.
-	Stop func(ctx context.Context) error
-	// IsManager disables the manager link (the manager is the other end).
-	IsManager bool
+	// App is the application Setup builds: what the skeleton asks to stop
+	// and, through the optional interfaces App's documentation lists, to
+	// drain, cancel and report its activity. nil: the skeleton alone.
+	App App
 	// ReadyHandler replaces the skeleton's /health/ready.
 	ReadyHandler http.HandlerFunc
 	// ServeWhileStopping keeps the listeners open through a stop that has
@@ -299,7 +328,7 @@ func run(spec Spec, layout *paths.Layout, cfg *config.Config, log *slog.Logger, 
 	for name, ln := range listeners {
 		svc.serve(name, ln, serveErr)
 	}
-	if !svc.IsManager {
+	if _, manager := svc.App.(InstanceManager); !manager {
 		svc.bgWG.Add(1)
 		go func() { defer svc.bgWG.Done(); svc.link.run(svc.linkCtx) }()
 	}
@@ -622,10 +651,10 @@ type gatedHandler struct {
 
 func (g gatedHandler) ServeRPC(ctx context.Context, req *rpc.Request) (any, error) {
 	s := g.s
-	if s.stopping.Load() && (s.DrainAllowed == nil || !s.DrainAllowed(req.Method)) {
+	if s.stopping.Load() && !s.drainAllowed(req.Method) {
 		return nil, s.stoppingError()
 	}
-	if s.Draining() && (s.DrainAllowed == nil || !s.DrainAllowed(req.Method)) {
+	if s.Draining() && !s.drainAllowed(req.Method) {
 		return nil, errs.New(errs.ServiceDraining, "the service is draining: new work is paused until it resumes")
 	}
 	s.handlers.Add(1)
@@ -672,11 +701,18 @@ func (s *Service) setReported(st reportState) {
 	s.reportMu.Unlock()
 }
 
+// drainAllowed reports whether the application serves method while the
+// service drains or stops.
+func (s *Service) drainAllowed(method string) bool {
+	p, ok := s.App.(DrainPolicy)
+	return ok && p.DrainAllowed(method)
+}
+
 // CurrentActivity is the application's activity plus running handlers.
 func (s *Service) CurrentActivity() Activity {
 	var a Activity
-	if s.Activity != nil {
-		a = s.Activity()
+	if r, ok := s.App.(ActivityReporter); ok {
+		a = r.Activity()
 	}
 	a.Handlers += int(s.inFlight.Load())
 	return a
@@ -702,8 +738,8 @@ func (s *Service) setDraining(ctx context.Context, on bool) error {
 		if s.draining.Swap(true) {
 			return nil
 		}
-		if s.Drain != nil {
-			if err := s.Drain(ctx); err != nil {
+		if d, ok := s.App.(Drainer); ok {
+			if err := d.Drain(ctx); err != nil {
 				s.draining.Store(false)
 				return err
 			}
@@ -713,8 +749,8 @@ func (s *Service) setDraining(ctx context.Context, on bool) error {
 		if !s.draining.Swap(false) {
 			return nil
 		}
-		if s.Resume != nil {
-			s.Resume()
+		if d, ok := s.App.(Drainer); ok {
+			d.Resume()
 		}
 		s.Log.Info("resumed: admission open")
 	}
@@ -757,8 +793,8 @@ func (s *Service) shutdown() {
 	}
 	s.peersMu.Unlock()
 	waitGroup(ctx, &s.peersWG)
-	if s.Stop != nil {
-		if err := s.Stop(ctx); err != nil {
+	if s.App != nil {
+		if err := s.App.Stop(ctx); err != nil {
 			s.Log.Error("stop failed", "err", err)
 		}
 	}

@@ -31,6 +31,7 @@ func main() {
 }
 
 type state struct {
+	svc       *service.Service
 	mu        sync.Mutex
 	activity  service.Activity
 	cancelled int
@@ -41,25 +42,8 @@ type state struct {
 }
 
 func setup(_ context.Context, svc *service.Service) error {
-	st := &state{}
-	svc.Activity = func() service.Activity {
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		return st.activity
-	}
-	svc.Cancel = func(context.Context) error {
-		st.mu.Lock()
-		st.activity = service.Activity{}
-		st.cancelled++
-		n := st.cancelled
-		st.mu.Unlock()
-		// Tests read this line in service.log: the process is gone by the
-		// time `stop --cancel-running` returns.
-		svc.Log.Info("test: running work cancelled", "cancelled", n)
-		svc.ActivityChanged()
-		return nil
-	}
-	svc.DrainAllowed = func(m string) bool { return m == "test/activity" || m == "test/state" }
+	st := &state{svc: svc}
+	svc.App = st
 	svc.RPC.Handle("test/activity", rpc.Method(func(_ context.Context, a service.Activity) (service.Activity, error) {
 		st.mu.Lock()
 		st.activity = a
@@ -105,3 +89,26 @@ func setup(_ context.Context, svc *service.Service) error {
 	}))
 	return nil
 }
+
+func (st *state) Activity() service.Activity {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.activity
+}
+
+func (st *state) Cancel(context.Context) error {
+	st.mu.Lock()
+	st.activity = service.Activity{}
+	st.cancelled++
+	n := st.cancelled
+	st.mu.Unlock()
+	// Tests read this line in service.log: the process is gone by the
+	// time `stop --cancel-running` returns.
+	st.svc.Log.Info("test: running work cancelled", "cancelled", n)
+	st.svc.ActivityChanged()
+	return nil
+}
+
+func (st *state) DrainAllowed(m string) bool { return m == "test/activity" || m == "test/state" }
+
+func (st *state) Stop(context.Context) error { return nil }
