@@ -104,7 +104,7 @@ func (s *session) handle(ctx context.Context, req *rpc.Request) (any, error) {
 		return s.initialize(req)
 	case api.MethodShutdown:
 		req.CloseAfterReply(rpc.CloseNormal, "shutdown")
-		return map[string]any{}, nil
+		return struct{}{}, nil
 	}
 	if !s.initialized.Load() {
 		return nil, errs.New(errs.NotInitialized, "call initialize first")
