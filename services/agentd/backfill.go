@@ -129,55 +129,69 @@ func (w *txw) listBackfill() (int, int, error) {
 // commits; it returns how many still wait.
 func (w *txw) backfillStep(ctx context.Context) (int, error) {
 	j := w.j
-	for len(j.backfillOrder) > 0 && !j.backfill[j.backfillOrder[0]] {
-		j.backfillOrder = j.backfillOrder[1:]
+	err := w.readThreadsStep(ctx, &j.backfillOrder, func(th string) bool { return j.backfill[th] }, backfillBudget,
+		func(th string) { delete(j.backfill, th) }, // deleted meanwhile: nothing to write
+		func(th string, recs []api.TranscriptRecord) {
+			// From here on, the thread's records are kept (the batch's
+			// later ops' changes are not in recs), held back until its
+			// file is written.
+			delete(j.backfill, th)
+			if j.held == nil {
+				j.held = map[string][]api.TranscriptRecord{}
+			}
+			j.held[th] = nil
+			w.backfills = append(w.backfills, backfilled{threadID: th, recs: recs})
+		})
+	return len(j.backfillOrder), err
+}
+
+// readThreadsStep is one step of the backfill or of the repair: it reads,
+// in the writer's transaction, the records of the next threads of order
+// still waiting — up to backfillMaxThreads of them, and budget rows but at
+// least one thread — passing each to got, or to gone when it was deleted
+// meanwhile. It takes them off order as it goes.
+func (w *txw) readThreadsStep(ctx context.Context, order *[]string, waiting func(string) bool, budget int,
+	gone func(string), got func(string, []api.TranscriptRecord)) error {
+	for len(*order) > 0 && !waiting((*order)[0]) {
+		*order = (*order)[1:]
 	}
 	// The step's candidates' approvals in one scan (the table has no index
 	// by thread but for pending ones).
 	var candidates []string
-	for _, th := range j.backfillOrder {
+	for _, th := range *order {
 		if len(candidates) == backfillMaxThreads {
 			break
 		}
-		if j.backfill[th] {
+		if waiting(th) {
 			candidates = append(candidates, th)
 		}
 	}
 	approvals, err := approvalRecords(ctx, w, candidates)
 	if err != nil {
-		return len(j.backfillOrder), err
+		return err
 	}
 	rows := 0
-	for taken := 0; len(j.backfillOrder) > 0 && rows < backfillBudget && taken < len(candidates); {
-		th := j.backfillOrder[0]
-		if !j.backfill[th] {
-			j.backfillOrder = j.backfillOrder[1:]
+	for taken := 0; len(*order) > 0 && rows < budget && taken < len(candidates); {
+		th := (*order)[0]
+		if !waiting(th) {
+			*order = (*order)[1:]
 			continue
 		}
 		taken++
 		recs, n, err := threadRecords(ctx, w, th, approvals[th])
 		if errors.Is(err, sql.ErrNoRows) {
-			// Deleted meanwhile: nothing to write.
-			delete(j.backfill, th)
-			j.backfillOrder = j.backfillOrder[1:]
+			gone(th)
+			*order = (*order)[1:]
 			continue
 		}
 		if err != nil {
-			return len(j.backfillOrder), err
+			return err
 		}
-		// From here on, the thread's records are kept (the batch's later
-		// ops' changes are not in recs), held back until its file is
-		// written.
-		delete(j.backfill, th)
-		j.backfillOrder = j.backfillOrder[1:]
-		if j.held == nil {
-			j.held = map[string][]api.TranscriptRecord{}
-		}
-		j.held[th] = nil
-		w.backfills = append(w.backfills, backfilled{threadID: th, recs: recs})
+		*order = (*order)[1:]
+		got(th, recs)
 		rows += n
 	}
-	return len(j.backfillOrder), nil
+	return nil
 }
 
 // unbackfill puts threads whose backfill op or transaction failed back at

@@ -3,7 +3,6 @@ package agentd
 import (
 	"bufio"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -95,47 +94,20 @@ func recordKey(r *api.TranscriptRecord) string {
 // how many still wait.
 func (w *txw) repairStep(ctx context.Context) (int, error) {
 	j := w.j
-	var candidates []string
-	for _, th := range j.repairOrder {
-		if len(candidates) == backfillMaxThreads {
-			break
-		}
-		if _, ok := j.repair[th]; ok {
-			candidates = append(candidates, th)
-		}
-	}
-	approvals, err := approvalRecords(ctx, w, candidates)
-	if err != nil {
-		return len(j.repair), err
-	}
-	rows := 0
-	for taken := 0; len(j.repairOrder) > 0 && rows < repairBudget && taken < len(candidates); {
-		th := j.repairOrder[0]
-		dropped, ok := j.repair[th]
-		if !ok {
-			j.repairOrder = j.repairOrder[1:]
-			continue
-		}
-		taken++
-		recs, n, err := threadRecords(ctx, w, th, approvals[th])
-		if errors.Is(err, sql.ErrNoRows) {
+	waiting := func(th string) bool { _, ok := j.repair[th]; return ok }
+	err := w.readThreadsStep(ctx, &j.repairOrder, waiting, repairBudget,
+		func(th string) {
 			delete(j.repair, th)
 			delete(j.held, th)
-			j.repairOrder = j.repairOrder[1:]
-			continue
-		}
-		if err != nil {
-			return len(j.repair), err
-		}
-		// From here on the thread's records are held back without a
-		// bound (until the release, one file read away): they are not in
-		// recs.
-		delete(j.repair, th)
-		j.repairOrder = j.repairOrder[1:]
-		w.repairs = append(w.repairs, repairRead{threadID: th, recs: recs, dropped: dropped})
-		rows += n
-	}
-	return len(j.repair), nil
+		},
+		func(th string, recs []api.TranscriptRecord) {
+			// From here on the thread's records are held back without a
+			// bound (until the release, one file read away): they are not
+			// in recs.
+			w.repairs = append(w.repairs, repairRead{threadID: th, recs: recs, dropped: j.repair[th]})
+			delete(j.repair, th)
+		})
+	return len(j.repair), err
 }
 
 // unrepair puts threads whose step's op or transaction failed back at the
