@@ -98,7 +98,7 @@ fuzz:
 	@$(call fuzz_one,FuzzDecode,./shared/rpc)
 	@$(call fuzz_one,FuzzExchangeBody,./services/gateway)
 	@$(call fuzz_one,FuzzDecoder,./services/termhost)
-	@$(call fuzz_one,FuzzOCSkip,./services/agentd)
+	@$(call fuzz_one,FuzzOCSkip,./services/agentd/runtime/opencode)
 
 ## cross: the binaries for macOS and Windows must compile
 cross:

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/deepcode-dev/deepcode/services/agentd/runtime"
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/rpc"
@@ -382,7 +383,7 @@ func (a *Agentd) submit(ctx context.Context, submission string, p TurnSubmitPara
 		// even when it starts in this same transaction.
 		res = TurnSubmitResult{Turn: t, Item: it}
 		if idle {
-			started, prepared, err = a.e.startAtAdmission(w, TurnRun{
+			started, prepared, err = a.e.startAtAdmission(w, runtime.TurnRun{
 				ThreadID: p.ThreadID, TurnID: turnID, Workspace: th.Workspace, Prompt: p.Input.Text,
 				ProfileName: profile, Model: t.Model, Reasoning: t.Reasoning, SessionID: th.Session.String,
 			})

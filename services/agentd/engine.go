@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/deepcode-dev/deepcode/services/agentd/runtime"
 	"github.com/deepcode-dev/deepcode/shared/config"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/mgmt"
@@ -34,7 +35,7 @@ type engine struct {
 	log           *slog.Logger
 	maxConcurrent int
 	changed       func() // activity changed
-	pool          *runtimePool
+	pool          *runtime.Pool
 
 	ctx    context.Context // runs hang off it; cancelled at hard stop
 	cancel context.CancelFunc
@@ -59,7 +60,7 @@ type engine struct {
 type run struct {
 	turnID    string
 	threadID  string
-	provider  Provider
+	provider  runtime.Provider
 	cancel    context.CancelCauseFunc
 	steer     chan string
 	mu        sync.Mutex
@@ -93,7 +94,7 @@ func newEngine(db *store.DB, j *journal, cfg *config.Config, log *slog.Logger, c
 	e := &engine{
 		db: db, q: cachedDB{db}, j: j, cfg: cfg, log: log, changed: changed,
 		maxConcurrent: 8,
-		pool:          newRuntimePool(log, cfg.Agentd.RuntimeIdleTimeout, cfg.Agentd.MaxRuntimes, changed),
+		pool:          runtime.NewPool(log, cfg.Agentd.RuntimeIdleTimeout, cfg.Agentd.MaxRuntimes, changed),
 		ctx:           ctx, cancel: cancel,
 		runs:     map[string]*run{},
 		wake:     make(chan struct{}, 1),
@@ -120,7 +121,7 @@ func (e *engine) turnQueued() {
 func (e *engine) activity() mgmt.Activity {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return mgmt.Activity{Turns: len(e.runs), Queued: e.queued, Runtimes: e.pool.count()}
+	return mgmt.Activity{Turns: len(e.runs), Queued: e.queued, Runtimes: e.pool.Count()}
 }
 
 // start runs the scheduling loop.
@@ -149,14 +150,14 @@ func (e *engine) pause() {
 	e.mu.Lock()
 	e.paused = true
 	e.mu.Unlock()
-	e.pool.drain()
+	e.pool.Drain()
 }
 
 func (e *engine) resume() {
 	e.mu.Lock()
 	e.paused = false
 	e.mu.Unlock()
-	e.pool.resume()
+	e.pool.Resume()
 	e.kick()
 }
 
@@ -265,7 +266,7 @@ func (e *engine) launch(turnID, threadID string) bool {
 // profile cannot be resolved (prepare then fails it as before). Once the
 // transaction committed, the caller passes the run to begin; if it did not
 // commit, to finishRun.
-func (e *engine) startAtAdmission(w *txw, tr TurnRun) (*run, *preparedRun, error) {
+func (e *engine) startAtAdmission(w *txw, tr runtime.TurnRun) (*run, *preparedRun, error) {
 	profile, ok := e.cfg.Profile(tr.ProfileName)
 	if !ok {
 		return nil, nil, nil
@@ -301,9 +302,9 @@ func (e *engine) startAtAdmission(w *txw, tr TurnRun) (*run, *preparedRun, error
 	r.mu.Lock()
 	r.provider = p
 	r.mu.Unlock()
-	tr.Profile, tr.Steer, tr.pool = profile, r.steer, e.pool
+	tr.Profile, tr.Steer, tr.Pool = profile, r.steer, e.pool
 	pr := &preparedRun{provider: p, TurnRun: tr}
-	pr.Sink = &Sink{e: e, r: r, threadID: r.threadID, turnID: r.turnID, policy: profile.ApprovalPolicy}
+	pr.Sink = &journalSink{e: e, r: r, threadID: r.threadID, turnID: r.turnID, policy: profile.ApprovalPolicy}
 	return r, pr, nil
 }
 
@@ -426,8 +427,8 @@ func (e *engine) runTurn(r *run, tr *preparedRun) {
 }
 
 type preparedRun struct {
-	TurnRun
-	provider Provider
+	runtime.TurnRun
+	provider runtime.Provider
 }
 
 // prepare reads what the provider needs.
@@ -462,12 +463,12 @@ func (e *engine) prepare(r *run) (*preparedRun, error) {
 	r.mu.Lock()
 	r.provider = p
 	r.mu.Unlock()
-	pr := &preparedRun{provider: p, TurnRun: TurnRun{
+	pr := &preparedRun{provider: p, TurnRun: runtime.TurnRun{
 		ThreadID: r.threadID, TurnID: r.turnID, Workspace: workspace, Prompt: prompt,
 		ProfileName: t.Profile, Profile: profile, Model: t.Model, Reasoning: t.Reasoning,
-		SessionID: session.String, Steer: r.steer, pool: e.pool,
+		SessionID: session.String, Steer: r.steer, Pool: e.pool,
 	}}
-	pr.Sink = &Sink{e: e, r: r, threadID: r.threadID, turnID: r.turnID, policy: profile.ApprovalPolicy}
+	pr.Sink = &journalSink{e: e, r: r, threadID: r.threadID, turnID: r.turnID, policy: profile.ApprovalPolicy}
 	return pr, nil
 }
 
@@ -602,7 +603,7 @@ func boolInt(b bool) int {
 }
 
 // providerOf is the run's provider once it is prepared.
-func (r *run) providerOf() Provider {
+func (r *run) providerOf() runtime.Provider {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.provider
@@ -689,5 +690,5 @@ func (e *engine) stop(grace time.Duration) {
 	}
 	e.cancel()
 	<-e.loopDone
-	e.pool.close()
+	e.pool.Close()
 }

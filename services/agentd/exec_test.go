@@ -7,17 +7,18 @@ import (
 	"unicode/utf8"
 
 	"github.com/deepcode-dev/deepcode/services/agentd"
+	"github.com/deepcode-dev/deepcode/services/agentd/runtime"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 )
 
 // commandOf is a turn's one command item and its payload.
-func commandOf(t *testing.T, items []agentd.Item) (agentd.Item, agentd.CommandPayload) {
+func commandOf(t *testing.T, items []agentd.Item) (agentd.Item, runtime.CommandPayload) {
 	t.Helper()
 	cmds := itemsOf(items, agentd.KindCommandExecution)
 	if len(cmds) != 1 {
 		t.Fatalf("%d command items: %+v", len(cmds), items)
 	}
-	var p agentd.CommandPayload
+	var p runtime.CommandPayload
 	decode(t, cmds[0].Payload, &p)
 	return cmds[0], p
 }
@@ -33,8 +34,8 @@ func outputOf(t *testing.T, events []agentd.Event, itemID string) map[string]str
 			continue
 		}
 		var d struct {
-			ItemID string             `json:"itemId"`
-			Delta  agentd.OutputDelta `json:"delta"`
+			ItemID string              `json:"itemId"`
+			Delta  runtime.OutputDelta `json:"delta"`
 		}
 		decode(t, ev.Payload, &d)
 		if d.ItemID != itemID {

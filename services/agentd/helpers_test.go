@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/deepcode-dev/deepcode/services/agentd"
+	"github.com/deepcode-dev/deepcode/services/agentd/runtime"
 	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/client"
 	"github.com/deepcode-dev/deepcode/shared/errs"
@@ -421,7 +422,7 @@ func messages(t *testing.T, items []agentd.Item) []string {
 	t.Helper()
 	var out []string
 	for _, it := range itemsOf(items, agentd.KindAgentMessage) {
-		var p agentd.MessagePayload
+		var p runtime.MessagePayload
 		if err := json.Unmarshal(it.Payload, &p); err != nil {
 			t.Fatal(err)
 		}

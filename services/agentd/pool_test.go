@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/deepcode-dev/deepcode/services/agentd"
+	"github.com/deepcode-dev/deepcode/services/agentd/runtime"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 	"github.com/deepcode-dev/deepcode/shared/testkit"
 	"github.com/deepcode-dev/deepcode/shared/testkit/fakemodel"
@@ -279,7 +280,7 @@ func runtimeSuite(t *testing.T, provider string) *runtimeRig {
 		if len(cmds) == 0 {
 			t.Fatalf("no command item: %+v", done.Items)
 		}
-		var cmd agentd.CommandPayload
+		var cmd runtime.CommandPayload
 		decode(t, cmds[0].Payload, &cmd)
 		if len(cmd.Command) == 0 || !strings.Contains(strings.Join(cmd.Command, " "), "marker.txt") {
 			t.Fatalf("command item %s", cmds[0].Payload)
@@ -316,7 +317,7 @@ func runtimeSuite(t *testing.T, provider string) *runtimeRig {
 			if len(changes) != 1 || changes[0].Status != agentd.ItemCompleted {
 				t.Fatalf("%s: file change items %+v", profile, changes)
 			}
-			var fc agentd.FileChangesPayload
+			var fc runtime.FileChangesPayload
 			decode(t, changes[0].Payload, &fc)
 			if len(fc.Changes) != 1 || fc.Changes[0].Path != file || fc.Changes[0].Action != "add" {
 				t.Fatalf("%s: file change %s, want %s added", profile, changes[0].Payload, file)

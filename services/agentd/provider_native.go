@@ -7,8 +7,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/deepcode-dev/deepcode/services/agentd/runtime"
 	"github.com/deepcode-dev/deepcode/services/agentd/runtime/native"
 	"github.com/deepcode-dev/deepcode/shared/config"
+	"github.com/deepcode-dev/deepcode/shared/errs"
 )
 
 // nativeProvider runs turns with deepcode's own agent runtime
@@ -19,7 +21,14 @@ type nativeProvider struct{}
 // CanSteer: steered input goes to the model with its next request.
 func (nativeProvider) CanSteer() bool { return true }
 
-func (nativeProvider) Run(ctx context.Context, t *TurnRun) error {
+func (nativeProvider) Run(ctx context.Context, t *runtime.TurnRun) error {
+	// The native runtime writes to the journal itself (its tool calls are
+	// durable before they run): it needs agentd's own sink, which is the
+	// only one a turn has.
+	s, ok := t.Sink.(*journalSink)
+	if !ok {
+		return errs.New(errs.Internal, "the deepcode provider runs only with agentd's journal")
+	}
 	key, err := nativeCredential(t.Profile)
 	if err != nil {
 		return err
@@ -28,7 +37,7 @@ func (nativeProvider) Run(ctx context.Context, t *TurnRun) error {
 		ThreadID: t.ThreadID, TurnID: t.TurnID, Workspace: t.Workspace,
 		ProfileName: t.ProfileName, Profile: t.Profile, Model: t.Model, Reasoning: t.Reasoning,
 		APIKey: key, ToolEnv: nativeToolEnv(t.Profile), Steer: t.Steer,
-	}, &nativeHost{s: t.Sink})
+	}, &nativeHost{s: s})
 }
 
 // nativeKeys are the variables that hold a model API's key.
@@ -45,7 +54,7 @@ func nativeKeys(api string) []string {
 func nativeCredential(p config.Profile) (string, error) {
 	names := nativeKeys(p.API)
 	if p.CredentialsFile != "" {
-		creds, err := readCredentials(p.CredentialsFile)
+		creds, err := runtime.ReadCredentials(p.CredentialsFile)
 		if err != nil {
 			return "", err
 		}
@@ -73,7 +82,7 @@ func nativeCredential(p config.Profile) (string, error) {
 // provider's credentials, plus the profile's env table (but the key).
 func nativeToolEnv(p config.Profile) []string {
 	var secret []string
-	for _, names := range providerSecrets {
+	for _, names := range runtime.ProviderSecrets {
 		secret = append(secret, names...)
 	}
 	secret = append(secret, nativeKeys("anthropic")...)
@@ -85,7 +94,7 @@ func nativeToolEnv(p config.Profile) []string {
 		}
 		env = append(env, kv)
 	}
-	for _, k := range sortedKeys(p.Env) {
+	for _, k := range runtime.SortedKeys(p.Env) {
 		if slices.Contains(secret, k) {
 			continue
 		}
@@ -97,7 +106,7 @@ func nativeToolEnv(p config.Profile) []string {
 
 // nativeHost is native.Host over agentd's journal: the Sink's ordered
 // output, plus the durable steps a tool call takes before it runs.
-type nativeHost struct{ s *Sink }
+type nativeHost struct{ s *journalSink }
 
 func (h *nativeHost) StartItem(kind string, payload any) string { return h.s.StartItem(kind, payload) }
 func (h *nativeHost) Delta(itemID string, delta any)            { h.s.Delta(itemID, delta) }
@@ -107,7 +116,7 @@ func (h *nativeHost) CompleteItem(itemID, status string, payload any) {
 func (h *nativeHost) Response(text string) { h.s.Response(text) }
 
 func (h *nativeHost) Usage(u native.Usage) {
-	h.s.Usage(UsagePayload{InputTokens: u.InputTokens, CachedInputTokens: u.CachedInputTokens, OutputTokens: u.OutputTokens,
+	h.s.Usage(runtime.UsagePayload{InputTokens: u.InputTokens, CachedInputTokens: u.CachedInputTokens, OutputTokens: u.OutputTokens,
 		ReasoningTokens: u.ReasoningTokens, TotalTokens: u.TotalTokens})
 }
 

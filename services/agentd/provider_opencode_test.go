@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/deepcode-dev/deepcode/services/agentd"
+	agentrt "github.com/deepcode-dev/deepcode/services/agentd/runtime"
 	"github.com/deepcode-dev/deepcode/shared/testkit"
 )
 
@@ -79,7 +80,7 @@ func TestOpenCode(t *testing.T) {
 			if len(cmds) != 1 {
 				t.Fatalf("turn %d: command items %+v", i, cmds)
 			}
-			var cmd agentd.CommandPayload
+			var cmd agentrt.CommandPayload
 			decode(t, cmds[0].Payload, &cmd)
 			if len(cmd.Command) == 0 || !strings.Contains(cmd.Command[0], fmt.Sprintf("step%d.txt", i)) || cmd.ExitCode == nil || *cmd.ExitCode != 0 {
 				t.Fatalf("turn %d: command item %s", i, cmds[0].Payload)

@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/deepcode-dev/deepcode/services/agentd/runtime"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 )
 
-// Sink is how a provider reports a turn's progress. Every call becomes a
+// journalSink is runtime.Sink over the journal: every call becomes a
 // durable journal op, in call order; output calls do not wait for the
 // commit, so a fast runtime is slowed only by the journal's bounded queue.
-type Sink struct {
+type journalSink struct {
 	e        *engine
 	r        *run
 	threadID string
@@ -19,7 +20,7 @@ type Sink struct {
 }
 
 // StartItem records a new item and returns its id.
-func (s *Sink) StartItem(kind string, payload any) string {
+func (s *journalSink) StartItem(kind string, payload any) string {
 	id := newID("item_")
 	raw, _ := json.Marshal(payload)
 	s.e.j.enqueue(func(w *txw) error {
@@ -35,7 +36,7 @@ func (s *Sink) StartItem(kind string, payload any) string {
 }
 
 // Delta records incremental output of an item.
-func (s *Sink) Delta(itemID string, delta any) {
+func (s *journalSink) Delta(itemID string, delta any) {
 	s.e.j.enqueue(func(w *txw) error {
 		_, err := w.Append(s.threadID, EventItemDelta, map[string]any{"turnId": s.turnID, "itemId": itemID, "delta": delta})
 		return err
@@ -43,7 +44,7 @@ func (s *Sink) Delta(itemID string, delta any) {
 }
 
 // CompleteItem records an item's final status and payload.
-func (s *Sink) CompleteItem(itemID, status string, payload any) {
+func (s *journalSink) CompleteItem(itemID, status string, payload any) {
 	raw, _ := json.Marshal(payload)
 	s.e.j.enqueue(func(w *txw) error {
 		if _, err := w.Exec(`UPDATE items SET status = ?, payload = ?, updated_at = ? WHERE id = ?`, status, string(raw), ms(w.now), itemID); err != nil {
@@ -59,25 +60,15 @@ func (s *Sink) CompleteItem(itemID, status string, payload any) {
 }
 
 // Response records the turn's latest response (agents show).
-func (s *Sink) Response(text string) {
+func (s *journalSink) Response(text string) {
 	s.e.j.enqueue(func(w *txw) error {
 		_, err := w.Exec(`UPDATE turns SET latest_response = ? WHERE id = ?`, text, s.turnID)
 		return err
 	})
 }
 
-// UsagePayload is a token usage item's payload: what the turn's model
-// requests consumed.
-type UsagePayload struct {
-	InputTokens       int64 `json:"inputTokens"`
-	CachedInputTokens int64 `json:"cachedInputTokens,omitempty"`
-	OutputTokens      int64 `json:"outputTokens"`
-	ReasoningTokens   int64 `json:"reasoningTokens,omitempty"`
-	TotalTokens       int64 `json:"totalTokens"`
-}
-
 // Usage records the turn's token usage as a completed tokenUsage item.
-func (s *Sink) Usage(u UsagePayload) {
+func (s *journalSink) Usage(u runtime.UsagePayload) {
 	if u.TotalTokens == 0 {
 		u.TotalTokens = u.InputTokens + u.OutputTokens
 	}
@@ -87,7 +78,7 @@ func (s *Sink) Usage(u UsagePayload) {
 
 // SetSession records the runtime's session id, durably, so a later turn or
 // a restarted agentd resumes it.
-func (s *Sink) SetSession(id string) {
+func (s *journalSink) SetSession(id string) {
 	s.e.j.enqueue(func(w *txw) error {
 		if _, err := w.Exec(`UPDATE threads SET provider_session_id = ? WHERE id = ?`, id, s.threadID); err != nil {
 			return err
@@ -101,7 +92,7 @@ func (s *Sink) SetSession(id string) {
 // policy may decide at once ("never" denies, "auto" approves); otherwise the
 // request is durable and visible to every client until one answers with
 // approval/respond, or the turn ends.
-func (s *Sink) Approve(ctx context.Context, kind, summary string, details any) (bool, error) {
+func (s *journalSink) Approve(ctx context.Context, kind, summary string, details any) (bool, error) {
 	raw, _ := json.Marshal(details)
 	if raw == nil || string(raw) == "null" {
 		raw = []byte("{}")

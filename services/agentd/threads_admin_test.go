@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/deepcode-dev/deepcode/services/agentd"
+	"github.com/deepcode-dev/deepcode/services/agentd/runtime/script"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 )
 
@@ -135,7 +136,7 @@ func TestThreadListMethods(t *testing.T) {
 		if len(fc) != 1 {
 			t.Fatalf("file changes: %+v", items)
 		}
-		var p agentd.FilePayload
+		var p script.FilePayload
 		decode(t, fc[0].Payload, &p)
 		if p.Before != nil || p.After == nil || *p.After != "hello" || p.Truncated {
 			t.Fatalf("a new file's change: %+v", p)
@@ -147,7 +148,7 @@ func TestThreadListMethods(t *testing.T) {
 		t2 := c.start(b.ID, "append notes.md world\nwrite big.txt small")
 		c.waitEnded(b.ID, t2.ID)
 		fc = itemsOf(c.readTurn(b.ID, t2.ID).Items, "fileChange")
-		var ap, bg agentd.FilePayload
+		var ap, bg script.FilePayload
 		decode(t, fc[0].Payload, &ap)
 		decode(t, fc[1].Payload, &bg)
 		if ap.Before == nil || *ap.Before != "hello" || ap.After == nil || *ap.After != "helloworld\n" {

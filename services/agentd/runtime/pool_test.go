@@ -1,4 +1,4 @@
-package agentd
+package runtime
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/deepcode-dev/deepcode/shared/testkit"
 )
 
-// fakeRuntime is an agentRuntime whose exit the test controls.
+// fakeRuntime is an Instance whose exit the test controls.
 type fakeRuntime struct {
 	done   chan struct{}
 	once   sync.Once
@@ -37,21 +37,21 @@ func (r *fakeRuntime) closed() bool { return r.closes.Load() > 0 }
 // poolRig is a pool under test and how often it reported a change.
 type poolRig struct {
 	t       *testing.T
-	pool    *runtimePool
+	pool    *Pool
 	changes atomic.Int32
 }
 
 func newPoolRig(t *testing.T, idle time.Duration, max int) *poolRig {
 	r := &poolRig{t: t}
-	r.pool = newRuntimePool(nil, idle, max, func() { r.changes.Add(1) })
-	t.Cleanup(r.pool.close)
+	r.pool = NewPool(nil, idle, max, func() { r.changes.Add(1) })
+	t.Cleanup(r.pool.Close)
 	return r
 }
 
 // acquire takes thread's runtime for key and fails the test on an error.
 func (r *poolRig) acquire(thread, key string) (*fakeRuntime, func(bool), bool) {
 	r.t.Helper()
-	rt, release, warm, err := r.pool.acquire(context.Background(), thread, key, func(context.Context) (agentRuntime, error) {
+	rt, release, warm, err := r.pool.Acquire(context.Background(), thread, key, func(context.Context) (Instance, error) {
 		return newFakeRuntime(), nil
 	})
 	if err != nil {
@@ -72,7 +72,7 @@ func TestPoolReusesWarmRuntime(t *testing.T) {
 	if !warm || again != first || first.closed() {
 		t.Fatalf("second acquire: warm=%v same=%v closed=%v", warm, again == first, first.closed())
 	}
-	if n := r.pool.count(); n != 1 {
+	if n := r.pool.Count(); n != 1 {
 		t.Fatalf("count %d, want 1", n)
 	}
 	release2(true)
@@ -93,7 +93,7 @@ func TestPoolReplacesOnChangedSettingsOrExit(t *testing.T) {
 	release(true)
 	// The warm runtime exits on its own: the pool forgets it.
 	second.exit()
-	testkit.WaitFor(t, 5*time.Second, "the exited runtime to leave the pool", func() bool { return r.pool.count() == 0 })
+	testkit.WaitFor(t, 5*time.Second, "the exited runtime to leave the pool", func() bool { return r.pool.Count() == 0 })
 	third, release, warm := r.acquire("th1", "model-b")
 	if warm || third == second {
 		t.Fatal("an exited runtime was reused")
@@ -101,7 +101,7 @@ func TestPoolReplacesOnChangedSettingsOrExit(t *testing.T) {
 	// A runtime that exits during a turn is not kept by its release.
 	third.exit()
 	release(true)
-	if n := r.pool.count(); n != 0 {
+	if n := r.pool.Count(); n != 0 {
 		t.Fatalf("count %d after a runtime exited during its turn", n)
 	}
 }
@@ -111,12 +111,12 @@ func TestPoolClosesIdleRuntime(t *testing.T) {
 	rt, release, _ := r.acquire("th1", "k")
 	// In use, it is not closed however long the turn takes.
 	time.Sleep(150 * time.Millisecond)
-	if rt.closed() || r.pool.count() != 1 {
+	if rt.closed() || r.pool.Count() != 1 {
 		t.Fatal("a runtime in use was closed by the idle timer")
 	}
 	release(true)
 	testkit.WaitFor(t, 5*time.Second, "the idle runtime to close", rt.closed)
-	if n := r.pool.count(); n != 0 {
+	if n := r.pool.Count(); n != 0 {
 		t.Fatalf("count %d after the idle period", n)
 	}
 	// Reuse stops the timer: a runtime taken again before its period ends
@@ -140,7 +140,7 @@ func TestPoolZeroIdleKeepsNothing(t *testing.T) {
 	r := newPoolRig(t, 0, 4)
 	rt, release, _ := r.acquire("th1", "k")
 	release(true)
-	if !rt.closed() || r.pool.count() != 0 {
+	if !rt.closed() || r.pool.Count() != 0 {
 		t.Fatal("with no idle period a released runtime must close")
 	}
 }
@@ -154,8 +154,8 @@ func TestPoolLimitClosesLeastRecentlyUsedIdle(t *testing.T) {
 	releaseB(true)
 	// Full: c's runtime takes the place of the least recently used (a).
 	c, releaseC, _ := r.acquire("c", "k")
-	if !a.closed() || b.closed() || r.pool.count() != 2 {
-		t.Fatalf("after the third thread: a closed=%v b closed=%v count=%d", a.closed(), b.closed(), r.pool.count())
+	if !a.closed() || b.closed() || r.pool.Count() != 2 {
+		t.Fatalf("after the third thread: a closed=%v b closed=%v count=%d", a.closed(), b.closed(), r.pool.Count())
 	}
 	// A runtime in use is never evicted: with b and c both busy a fourth
 	// thread still gets one (the engine bounds concurrent turns), and the
@@ -165,8 +165,8 @@ func TestPoolLimitClosesLeastRecentlyUsedIdle(t *testing.T) {
 		t.Fatal("b was not kept warm")
 	}
 	d, releaseD, _ := r.acquire("d", "k")
-	if b.closed() || c.closed() || r.pool.count() != 3 {
-		t.Fatalf("busy runtimes evicted: b=%v c=%v count=%d", b.closed(), c.closed(), r.pool.count())
+	if b.closed() || c.closed() || r.pool.Count() != 3 {
+		t.Fatalf("busy runtimes evicted: b=%v c=%v count=%d", b.closed(), c.closed(), r.pool.Count())
 	}
 	for _, release := range []func(bool){releaseB, releaseC, releaseD} {
 		release(true)
@@ -174,7 +174,7 @@ func TestPoolLimitClosesLeastRecentlyUsedIdle(t *testing.T) {
 	}
 	e, releaseE, _ := r.acquire("e", "k")
 	defer releaseE(true)
-	if n := r.pool.count(); n != 2 {
+	if n := r.pool.Count(); n != 2 {
 		t.Fatalf("count %d after making room, want the limit (2)", n)
 	}
 	if !b.closed() || !c.closed() || d.closed() || e.closed() {
@@ -187,29 +187,29 @@ func TestPoolDrainAndClose(t *testing.T) {
 	idle, release, _ := r.acquire("idle", "k")
 	release(true)
 	busy, releaseBusy, _ := r.acquire("busy", "k")
-	r.pool.drain()
+	r.pool.Drain()
 	// Draining closes idle runtimes at once and the rest when released.
-	if !idle.closed() || busy.closed() || r.pool.count() != 1 {
-		t.Fatalf("drain: idle closed=%v busy closed=%v count=%d", idle.closed(), busy.closed(), r.pool.count())
+	if !idle.closed() || busy.closed() || r.pool.Count() != 1 {
+		t.Fatalf("drain: idle closed=%v busy closed=%v count=%d", idle.closed(), busy.closed(), r.pool.Count())
 	}
 	releaseBusy(true)
-	if !busy.closed() || r.pool.count() != 0 {
+	if !busy.closed() || r.pool.Count() != 0 {
 		t.Fatal("a runtime released while draining was kept")
 	}
 	// After resume runtimes are kept warm again.
-	r.pool.resume()
+	r.pool.Resume()
 	rt, release, _ := r.acquire("th", "k")
 	release(true)
-	if rt.closed() || r.pool.count() != 1 {
+	if rt.closed() || r.pool.Count() != 1 {
 		t.Fatal("not kept warm after resume")
 	}
 	// Close closes every runtime, in use or not, and refuses new ones.
 	inUse, _, _ := r.acquire("other", "k")
-	r.pool.close()
-	if !rt.closed() || !inUse.closed() || r.pool.count() != 0 {
+	r.pool.Close()
+	if !rt.closed() || !inUse.closed() || r.pool.Count() != 0 {
 		t.Fatal("close left runtimes open")
 	}
-	_, _, _, err := r.pool.acquire(context.Background(), "late", "k", func(context.Context) (agentRuntime, error) {
+	_, _, _, err := r.pool.Acquire(context.Background(), "late", "k", func(context.Context) (Instance, error) {
 		return newFakeRuntime(), nil
 	})
 	if !errors.Is(err, context.Canceled) {
@@ -220,8 +220,8 @@ func TestPoolDrainAndClose(t *testing.T) {
 func TestPoolCreateError(t *testing.T) {
 	r := newPoolRig(t, time.Hour, 4)
 	boom := errors.New("no binary")
-	_, _, _, err := r.pool.acquire(context.Background(), "th", "k", func(context.Context) (agentRuntime, error) { return nil, boom })
-	if !errors.Is(err, boom) || r.pool.count() != 0 {
-		t.Fatalf("acquire with a failing create: %v, count %d", err, r.pool.count())
+	_, _, _, err := r.pool.Acquire(context.Background(), "th", "k", func(context.Context) (Instance, error) { return nil, boom })
+	if !errors.Is(err, boom) || r.pool.Count() != 0 {
+		t.Fatalf("acquire with a failing create: %v, count %d", err, r.pool.Count())
 	}
 }

@@ -1,4 +1,4 @@
-package agentd
+package runtime
 
 import "sync"
 
@@ -7,13 +7,13 @@ import "sync"
 // journal).
 const inboxMax = 4096
 
-// inbox passes a runtime's messages from its reader to the running turn, in
-// order. It behaves as a channel of inboxMax messages would (put waits
+// Inbox passes a runtime's messages from its reader to the running turn, in
+// order. It behaves as a channel of inboxMax messages would (Put waits
 // while it is full), but it takes room as messages come: a channel takes
 // its whole buffer at once, and each turn of a runtime made one (1.1 MB for
 // claude's messages, 390 KB for codex's), to be zeroed, and scanned by
 // every garbage collection while the turn ran.
-type inbox[T any] struct {
+type Inbox[T any] struct {
 	mu    sync.Mutex
 	items []T
 	head  int           // items[head:] are waiting
@@ -21,13 +21,14 @@ type inbox[T any] struct {
 	room  chan struct{} // a message was taken
 }
 
-func newInbox[T any]() *inbox[T] {
-	return &inbox[T]{ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+// NewInbox returns an empty inbox.
+func NewInbox[T any]() *Inbox[T] {
+	return &Inbox[T]{ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
 }
 
-// put adds a message, waiting while inboxMax messages are waiting. One
+// Put adds a message, waiting while inboxMax messages are waiting. One
 // goroutine (the runtime's reader) puts.
-func (q *inbox[T]) put(v T) {
+func (q *Inbox[T]) Put(v T) {
 	for {
 		q.mu.Lock()
 		if len(q.items)-q.head < inboxMax {
@@ -50,9 +51,9 @@ func (q *inbox[T]) put(v T) {
 	}
 }
 
-// next takes the next message, if one is waiting. A receive from ready
+// Next takes the next message, if one is waiting. A receive from ready
 // tells that one may be.
-func (q *inbox[T]) next() (T, bool) {
+func (q *Inbox[T]) Next() (T, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var zero T
@@ -71,3 +72,6 @@ func (q *inbox[T]) next() (T, bool) {
 	}
 	return v, true
 }
+
+// Ready receives when a message may be waiting: call Next.
+func (q *Inbox[T]) Ready() <-chan struct{} { return q.ready }

@@ -1,4 +1,6 @@
-package agentd
+// Package claude is the "claude" provider: turns run through Claude Code
+// (claude in stream-json mode), one warm process per thread.
+package claude
 
 import (
 	"bufio"
@@ -9,10 +11,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/deepcode-dev/deepcode/services/agentd/runtime"
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/errs"
+	"github.com/deepcode-dev/deepcode/shared/ids"
 )
 
-// claudeProvider runs turns through Claude Code in streaming mode:
+// Provider runs turns through Claude Code in streaming mode:
 //
 //	claude -p --input-format stream-json --output-format stream-json --verbose
 //	       --include-partial-messages --permission-prompt-tool stdio
@@ -29,9 +34,9 @@ import (
 // file edits); each becomes a deepcode approval decided by the profile's
 // approval_policy, and the answer goes back as a control_response.
 // Interrupts are control_request interrupt.
-type claudeProvider struct{}
+type Provider struct{}
 
-func (claudeProvider) CanSteer() bool { return false }
+func (Provider) CanSteer() bool { return false }
 
 // claudeMsg is one line of Claude Code's stream.
 type claudeMsg struct {
@@ -59,14 +64,14 @@ type claudeMsg struct {
 }
 
 type claudeRuntime struct {
-	*runtimeProc
+	*runtime.Proc
 	mu      sync.Mutex
 	session string
 	handler func(claudeMsg)
 }
 
 func (rt *claudeRuntime) readLoop() {
-	sc := bufio.NewScanner(rt.stdout)
+	sc := bufio.NewScanner(rt.Stdout())
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	for sc.Scan() {
 		var m claudeMsg
@@ -92,7 +97,7 @@ func (rt *claudeRuntime) send(v any) error {
 	if err != nil {
 		return err
 	}
-	return rt.writeLine(b)
+	return rt.WriteLine(b)
 }
 
 func (rt *claudeRuntime) controlResponse(id string, response any) error {
@@ -105,10 +110,10 @@ func (rt *claudeRuntime) sessionID() string {
 	return rt.session
 }
 
-func claudeArgs(bin string, t *TurnRun) []string {
+func claudeArgs(bin string, t *runtime.TurnRun) []string {
 	argv := []string{bin, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
 		"--include-partial-messages", "--permission-prompt-tool", "stdio", "--permission-mode", "default"}
-	if m := firstNonEmpty(t.Model, t.Profile.Model); m != "" {
+	if m := runtime.FirstNonEmpty(t.Model, t.Profile.Model); m != "" {
 		argv = append(argv, "--model", m)
 	}
 	if t.SessionID != "" {
@@ -117,12 +122,12 @@ func claudeArgs(bin string, t *TurnRun) []string {
 	return append(argv, t.Profile.Args...)
 }
 
-func (claudeProvider) key(t *TurnRun, bin string) string {
+func (Provider) key(t *runtime.TurnRun, bin string) string {
 	p := t.Profile
-	return strings.Join(append([]string{"claude", t.ProfileName, bin, p.BaseURL, p.CredentialsFile, t.Workspace, firstNonEmpty(t.Model, p.Model), fmt.Sprint(p.Env)}, p.Args...), "\x00")
+	return strings.Join(append([]string{"claude", t.ProfileName, bin, p.BaseURL, p.CredentialsFile, t.Workspace, runtime.FirstNonEmpty(t.Model, p.Model), fmt.Sprint(p.Env)}, p.Args...), "\x00")
 }
 
-func (cp claudeProvider) start(t *TurnRun, bin string) (agentRuntime, error) {
+func (cp Provider) start(t *runtime.TurnRun, bin string) (runtime.Instance, error) {
 	extra := map[string]string{}
 	if t.Profile.BaseURL != "" {
 		extra["ANTHROPIC_BASE_URL"] = t.Profile.BaseURL
@@ -131,34 +136,34 @@ func (cp claudeProvider) start(t *TurnRun, bin string) (agentRuntime, error) {
 		extra["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
 	}
 	extra["DISABLE_AUTOUPDATER"] = "1"
-	env, secrets, err := runtimeEnv("claude", t.Profile, extra)
+	env, secrets, err := runtime.Env("claude", t.Profile, extra)
 	if err != nil {
 		return nil, err
 	}
-	proc, err := startRuntimeProc(procSpec{name: "claude", argv: claudeArgs(bin, t), dir: t.Workspace, env: env, secrets: secrets})
+	proc, err := runtime.StartProc(runtime.ProcSpec{Name: "claude", Argv: claudeArgs(bin, t), Dir: t.Workspace, Env: env, Secrets: secrets})
 	if err != nil {
 		return nil, err
 	}
-	rt := &claudeRuntime{runtimeProc: proc, session: t.SessionID}
+	rt := &claudeRuntime{Proc: proc, session: t.SessionID}
 	go rt.readLoop()
 	return rt, nil
 }
 
-func (cp claudeProvider) Run(ctx context.Context, t *TurnRun) error {
-	bin, err := resolveBinary(t)
+func (cp Provider) Run(ctx context.Context, t *runtime.TurnRun) error {
+	bin, err := runtime.ResolveBinary(t)
 	if err != nil {
 		return err
 	}
-	r, release, _, err := t.pool.acquire(ctx, t.ThreadID, cp.key(t, bin), func(context.Context) (agentRuntime, error) { return cp.start(t, bin) })
+	r, release, _, err := t.Pool.Acquire(ctx, t.ThreadID, cp.key(t, bin), func(context.Context) (runtime.Instance, error) { return cp.start(t, bin) })
 	if err != nil {
 		return err
 	}
 	rt := r.(*claudeRuntime)
 	keep := false
 	defer func() { release(keep) }()
-	ct := &claudeTurn{t: t, rt: rt, tools: map[string]*claudeTool{}, blocks: map[int]*claudeBlock{}, events: newInbox[claudeMsg]()}
+	ct := &claudeTurn{t: t, rt: rt, tools: map[string]*claudeTool{}, blocks: map[int]*claudeBlock{}, events: runtime.NewInbox[claudeMsg]()}
 	rt.mu.Lock()
-	rt.handler = ct.events.put
+	rt.handler = ct.events.Put
 	rt.mu.Unlock()
 	defer func() {
 		rt.mu.Lock()
@@ -172,8 +177,8 @@ func (cp claudeProvider) Run(ctx context.Context, t *TurnRun) error {
 type claudeTool struct {
 	id   string // deepcode item id
 	kind string
-	cmd  CommandPayload
-	fc   FileChangesPayload
+	cmd  runtime.CommandPayload
+	fc   runtime.FileChangesPayload
 }
 
 type claudeBlock struct {
@@ -182,12 +187,12 @@ type claudeBlock struct {
 }
 
 type claudeTurn struct {
-	t       *TurnRun
+	t       *runtime.TurnRun
 	rt      *claudeRuntime
 	session string
 	tools   map[string]*claudeTool
 	blocks  map[int]*claudeBlock // open text blocks by stream index
-	events  *inbox[claudeMsg]
+	events  *runtime.Inbox[claudeMsg]
 	wg      sync.WaitGroup
 	// fatal is a failure deepcode stopped the turn for (credentials that
 	// Claude Code would retry for minutes).
@@ -199,15 +204,15 @@ func (ct *claudeTurn) run(ctx context.Context) (keep bool, err error) {
 	ct.session = ct.rt.sessionID()
 	if err := ct.rt.send(map[string]any{"type": "user", "message": map[string]any{"role": "user",
 		"content": []any{map[string]any{"type": "text", "text": ct.t.Prompt}}}}); err != nil {
-		return false, runtimeCrash(ct.rt.runtimeProc, err)
+		return false, runtime.Crash(ct.rt.Proc, err)
 	}
 	var grace <-chan time.Time
 	interrupted := false
 	done := ctx.Done()
 	for {
 		select {
-		case <-ct.events.ready:
-			for m, ok := ct.events.next(); ok; m, ok = ct.events.next() {
+		case <-ct.events.Ready():
+			for m, ok := ct.events.Next(); ok; m, ok = ct.events.Next() {
 				end, err := ct.handle(ctx, m)
 				if end {
 					ct.closeItems()
@@ -220,29 +225,29 @@ func (ct *claudeTurn) run(ctx context.Context) (keep bool, err error) {
 					return true, err
 				}
 				if ct.fatal != nil && grace == nil {
-					_ = ct.rt.send(map[string]any{"type": "control_request", "request_id": newID("int_"), "request": map[string]string{"subtype": "interrupt"}})
-					grace = time.After(codexInterruptGrace)
+					_ = ct.rt.send(map[string]any{"type": "control_request", "request_id": ids.New("int_"), "request": map[string]string{"subtype": "interrupt"}})
+					grace = time.After(runtime.InterruptGrace)
 				}
 			}
-		case <-ct.rt.done:
+		case <-ct.rt.Done():
 			if ct.fatal != nil {
 				return false, ct.fatal
 			}
-			for m, ok := ct.events.next(); ok; m, ok = ct.events.next() {
+			for m, ok := ct.events.Next(); ok; m, ok = ct.events.Next() {
 				_, _ = ct.handle(ctx, m)
 			}
 			ct.closeItems()
 			if interrupted {
 				return false, context.Cause(ctx)
 			}
-			return false, runtimeCrash(ct.rt.runtimeProc, nil)
+			return false, runtime.Crash(ct.rt.Proc, nil)
 		case <-done:
 			done = nil
 			interrupted = true
-			_ = ct.rt.send(map[string]any{"type": "control_request", "request_id": newID("int_"), "request": map[string]string{"subtype": "interrupt"}})
-			grace = time.After(codexInterruptGrace)
+			_ = ct.rt.send(map[string]any{"type": "control_request", "request_id": ids.New("int_"), "request": map[string]string{"subtype": "interrupt"}})
+			grace = time.After(runtime.InterruptGrace)
 		case <-grace:
-			ct.rt.kill()
+			ct.rt.Kill()
 			ct.closeItems()
 			if ct.fatal != nil {
 				return false, ct.fatal
@@ -292,17 +297,17 @@ func (ct *claudeTurn) handle(ctx context.Context, m claudeMsg) (end bool, err er
 			ct.blocks = map[int]*claudeBlock{}
 		case "content_block_start":
 			if ev.ContentBlock.Type == "text" {
-				ct.blocks[ev.Index] = &claudeBlock{id: s.StartItem(KindAgentMessage, MessagePayload{})}
+				ct.blocks[ev.Index] = &claudeBlock{id: s.StartItem(api.KindAgentMessage, runtime.MessagePayload{})}
 			}
 		case "content_block_delta":
 			if b := ct.blocks[ev.Index]; b != nil && ev.Delta.Type == "text_delta" && ev.Delta.Text != "" {
 				b.text.WriteString(ev.Delta.Text)
-				s.Delta(b.id, TextDelta{Text: ev.Delta.Text})
+				s.Delta(b.id, runtime.TextDelta{Text: ev.Delta.Text})
 			}
 		case "content_block_stop":
 			if b := ct.blocks[ev.Index]; b != nil {
 				text := b.text.String()
-				s.CompleteItem(b.id, ItemCompleted, MessagePayload{Text: text})
+				s.CompleteItem(b.id, api.ItemCompleted, runtime.MessagePayload{Text: text})
 				if strings.TrimSpace(text) != "" {
 					s.Response(text)
 				}
@@ -346,7 +351,7 @@ func (ct *claudeTurn) handle(ctx context.Context, m claudeMsg) (end bool, err er
 		go func() { defer ct.wg.Done(); ct.approve(ctx, m.RequestID, req.ToolName, req.Input) }()
 	case "result":
 		if m.Usage.InputTokens > 0 || m.Usage.OutputTokens > 0 {
-			s.Usage(UsagePayload{InputTokens: m.Usage.InputTokens, OutputTokens: m.Usage.OutputTokens, CachedInputTokens: m.Usage.CacheReadInputToken})
+			s.Usage(runtime.UsagePayload{InputTokens: m.Usage.InputTokens, OutputTokens: m.Usage.OutputTokens, CachedInputTokens: m.Usage.CacheReadInputToken})
 		}
 		if !m.IsError && m.Subtype == "success" {
 			if strings.TrimSpace(m.Result) != "" {
@@ -361,9 +366,9 @@ func (ct *claudeTurn) handle(ctx context.Context, m claudeMsg) (end bool, err er
 
 // claudeFailure maps a failed result to deepcode's codes.
 func claudeFailure(m claudeMsg) error {
-	msg := strings.TrimSpace(firstNonEmpty(m.Result, strings.Join(m.Errors, "; ")))
+	msg := strings.TrimSpace(runtime.FirstNonEmpty(m.Result, strings.Join(m.Errors, "; ")))
 	if len(msg) > 500 {
-		msg = lastRunes(msg, 500)
+		msg = runtime.LastRunes(msg, 500)
 	}
 	var status int
 	_ = json.Unmarshal(m.APIErrorStatus, &status)
@@ -393,25 +398,25 @@ func (ct *claudeTurn) startTool(c claudeContent) {
 	tool := &claudeTool{}
 	switch {
 	case in.Command != "" || c.Name == "Bash":
-		tool.kind = KindCommandExecution
-		tool.cmd = CommandPayload{Command: []string{in.Command}, Cwd: ct.t.Workspace}
-		tool.id = ct.t.Sink.StartItem(KindCommandExecution, tool.cmd)
+		tool.kind = api.KindCommandExecution
+		tool.cmd = runtime.CommandPayload{Command: []string{in.Command}, Cwd: ct.t.Workspace}
+		tool.id = ct.t.Sink.StartItem(api.KindCommandExecution, tool.cmd)
 	case in.FilePath != "" && c.Name != "Read":
-		tool.kind = KindFileChange
-		tool.fc = FileChangesPayload{Changes: []FileChange{{Path: in.FilePath, Action: claudeFileAction(c.Name, in.FilePath, ct.t.Workspace)}}}
-		tool.id = ct.t.Sink.StartItem(KindFileChange, tool.fc)
+		tool.kind = api.KindFileChange
+		tool.fc = runtime.FileChangesPayload{Changes: []runtime.FileChange{{Path: in.FilePath, Action: claudeFileAction(c.Name, in.FilePath, ct.t.Workspace)}}}
+		tool.id = ct.t.Sink.StartItem(api.KindFileChange, tool.fc)
 	}
 	ct.tools[c.ID] = tool
 }
 
 // claudeFileAction is what a file tool does to path: Write creates or
-// replaces a file (newFileAction), the others change one. The tool use is
+// replaces a file (runtime.NewFileAction), the others change one. The tool use is
 // seen before the tool runs (Claude Code asks deepcode first).
 func claudeFileAction(tool, path, workspace string) string {
 	if tool != "Write" {
 		return "update"
 	}
-	return newFileAction(path, workspace)
+	return runtime.NewFileAction(path, workspace)
 }
 
 func (ct *claudeTurn) endTool(c claudeContent) {
@@ -419,21 +424,21 @@ func (ct *claudeTurn) endTool(c claudeContent) {
 	if tool == nil || tool.id == "" {
 		return
 	}
-	st := ItemCompleted
+	st := api.ItemCompleted
 	if c.IsError {
-		st = ItemFailed
+		st = api.ItemFailed
 	}
 	switch tool.kind {
-	case KindCommandExecution:
+	case api.KindCommandExecution:
 		out := textOfContent(c.Content)
 		p := tool.cmd
-		p.Output = lastRunes(out, execOutputTail)
+		p.Output = runtime.LastRunes(out, runtime.OutputTail)
 		p.OutputBytes = int64(len(out))
 		if out != "" {
-			ct.t.Sink.Delta(tool.id, OutputDelta{Stream: "stdout", Text: out})
+			ct.t.Sink.Delta(tool.id, runtime.OutputDelta{Stream: "stdout", Text: out})
 		}
 		ct.t.Sink.CompleteItem(tool.id, st, p)
-	case KindFileChange:
+	case api.KindFileChange:
 		ct.t.Sink.CompleteItem(tool.id, st, tool.fc)
 	}
 	tool.id = ""
@@ -456,17 +461,17 @@ func textOfContent(raw json.RawMessage) string {
 
 func (ct *claudeTurn) closeItems() {
 	for i, b := range ct.blocks {
-		ct.t.Sink.CompleteItem(b.id, ItemFailed, MessagePayload{Text: b.text.String()})
+		ct.t.Sink.CompleteItem(b.id, api.ItemFailed, runtime.MessagePayload{Text: b.text.String()})
 		delete(ct.blocks, i)
 	}
 	for _, tool := range ct.tools {
 		if tool.id == "" {
 			continue
 		}
-		if tool.kind == KindCommandExecution {
-			ct.t.Sink.CompleteItem(tool.id, ItemFailed, tool.cmd)
+		if tool.kind == api.KindCommandExecution {
+			ct.t.Sink.CompleteItem(tool.id, api.ItemFailed, tool.cmd)
 		} else {
-			ct.t.Sink.CompleteItem(tool.id, ItemFailed, tool.fc)
+			ct.t.Sink.CompleteItem(tool.id, api.ItemFailed, tool.fc)
 		}
 		tool.id = ""
 	}

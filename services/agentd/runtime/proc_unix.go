@@ -1,6 +1,6 @@
 //go:build !windows
 
-package agentd
+package runtime
 
 import (
 	"os/exec"
@@ -8,28 +8,28 @@ import (
 	"syscall"
 )
 
-// startInGroup starts cmd in its own process group, so an interrupt stops
+// StartInGroup starts cmd in its own process group, so an interrupt stops
 // the whole tree. On Linux the child also dies with agentd (a crashed agentd
 // must not leave work running whose result nobody will record).
 //
 // The parent-death signal fires when the thread that forked exits, so the
 // caller must hold its OS thread (runtime.LockOSThread) until the child has
-// been waited for: see lockThreadForChild.
-func startInGroup(cmd *exec.Cmd) error {
+// been waited for: see LockThreadForChild.
+func StartInGroup(cmd *exec.Cmd) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	setParentDeathSignal(cmd.SysProcAttr)
 	return cmd.Start()
 }
 
-// lockThreadForChild pins the calling goroutine to its thread for the life
-// of a child started with startInGroup; call the returned func after Wait.
-func lockThreadForChild() (unlock func()) {
+// LockThreadForChild pins the calling goroutine to its thread for the life
+// of a child started with StartInGroup; call the returned func after Wait.
+func LockThreadForChild() (unlock func()) {
 	runtime.LockOSThread()
 	return runtime.UnlockOSThread
 }
 
-// terminateGroup sends SIGTERM (or SIGKILL) to the process group.
-func terminateGroup(pid int, kill bool) {
+// TerminateGroup sends SIGTERM (or SIGKILL) to the process group.
+func TerminateGroup(pid int, kill bool) {
 	sig := syscall.SIGTERM
 	if kill {
 		sig = syscall.SIGKILL
@@ -37,8 +37,8 @@ func terminateGroup(pid int, kill bool) {
 	_ = syscall.Kill(-pid, sig)
 }
 
-// processAlive reports whether a process with that pid exists.
-func processAlive(pid int) bool {
+// ProcessAlive reports whether a process with that pid exists.
+func ProcessAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || err == syscall.EPERM
 }

@@ -1,4 +1,4 @@
-package agentd
+package runtime
 
 import (
 	"context"
@@ -7,21 +7,21 @@ import (
 	"time"
 )
 
-// agentRuntime is a live agent runtime process (codex app-server, a claude
+// Instance is a live agent runtime process (codex app-server, a claude
 // session, opencode serve) serving one thread. It is disposable: the
 // thread's durable provider session id is what a new one resumes.
-type agentRuntime interface {
+type Instance interface {
 	// Done is closed once the runtime has exited.
 	Done() <-chan struct{}
 	// Close stops the runtime and releases what it holds; it is idempotent.
 	Close()
 }
 
-// runtimePool keeps warm runtimes per thread between turns: reused by the
+// Pool keeps warm runtimes per thread between turns: reused by the
 // thread's next turn when its settings (the key) are unchanged, closed
 // after an idle period, bounded in number, and counted in agentd's activity
 // so that idle exit and drain wait for them.
-type runtimePool struct {
+type Pool struct {
 	log     *slog.Logger
 	changed func()
 	idle    time.Duration
@@ -36,32 +36,39 @@ type runtimePool struct {
 type poolEntry struct {
 	thread   string
 	key      string
-	rt       agentRuntime
+	rt       Instance
 	busy     bool
 	lastUsed time.Time
 	timer    *time.Timer
 	gen      int // bumped on every acquire: stale idle timers do nothing
 }
 
-func newRuntimePool(log *slog.Logger, idle time.Duration, max int, changed func()) *runtimePool {
+// NewPool returns a pool that keeps a released runtime warm for idle (not
+// at all when idle is 0), at most max of them, and calls changed whenever
+// its runtimes may have changed.
+func NewPool(log *slog.Logger, idle time.Duration, max int, changed func()) *Pool {
 	if max < 1 {
 		max = 1
 	}
-	return &runtimePool{log: log, changed: changed, idle: idle, max: max, entries: map[string]*poolEntry{}}
+	return &Pool{log: log, changed: changed, idle: idle, max: max, entries: map[string]*poolEntry{}}
 }
 
-// count is the number of live runtimes, warm or in use.
-func (p *runtimePool) count() int {
+// Log is the pool's logger (agentd's), for what a runtime has to say
+// outside a turn's items; nil in tests.
+func (p *Pool) Log() *slog.Logger { return p.log }
+
+// Count is the number of live runtimes, warm or in use.
+func (p *Pool) Count() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.entries)
 }
 
-// acquire returns the thread's runtime for key, warm if one is idle and
+// Acquire returns the thread's runtime for key, warm if one is idle and
 // alive, or created by create. release must be called when the turn ends:
 // keep=false closes the runtime (it failed, or its state is unknown).
-func (p *runtimePool) acquire(ctx context.Context, thread, key string, create func(context.Context) (agentRuntime, error)) (rt agentRuntime, release func(keep bool), warm bool, err error) {
-	var stale []agentRuntime
+func (p *Pool) Acquire(ctx context.Context, thread, key string, create func(context.Context) (Instance, error)) (rt Instance, release func(keep bool), warm bool, err error) {
+	var stale []Instance
 	p.mu.Lock()
 	if e := p.entries[thread]; e != nil {
 		if e.timer != nil {
@@ -126,14 +133,14 @@ func (p *runtimePool) acquire(ctx context.Context, thread, key string, create fu
 	return rt, p.releaser(e, e.gen), false, nil
 }
 
-func (p *runtimePool) releaser(e *poolEntry, gen int) func(keep bool) {
+func (p *Pool) releaser(e *poolEntry, gen int) func(keep bool) {
 	var once sync.Once
 	return func(keep bool) {
 		once.Do(func() { p.release(e, gen, keep) })
 	}
 }
 
-func (p *runtimePool) release(e *poolEntry, gen int, keep bool) {
+func (p *Pool) release(e *poolEntry, gen int, keep bool) {
 	p.mu.Lock()
 	if p.entries[e.thread] != e || e.gen != gen {
 		p.mu.Unlock()
@@ -162,7 +169,7 @@ func (p *runtimePool) release(e *poolEntry, gen int, keep bool) {
 // was one per turn, each waiting for the runtime's exit: a runtime that
 // served a thousand turns kept a thousand goroutines). A runtime that exits
 // during a turn is the turn's: its release finds it gone.
-func (p *runtimePool) watch(e *poolEntry) {
+func (p *Pool) watch(e *poolEntry) {
 	<-e.rt.Done()
 	p.mu.Lock()
 	if p.entries[e.thread] != e || e.busy {
@@ -179,7 +186,7 @@ func (p *runtimePool) watch(e *poolEntry) {
 }
 
 // expire closes an idle runtime whose period ended (or that exited).
-func (p *runtimePool) expire(e *poolEntry, gen int) {
+func (p *Pool) expire(e *poolEntry, gen int) {
 	p.mu.Lock()
 	if p.entries[e.thread] != e || e.gen != gen || e.busy {
 		p.mu.Unlock()
@@ -191,9 +198,9 @@ func (p *runtimePool) expire(e *poolEntry, gen int) {
 	p.changed()
 }
 
-// drain closes the idle runtimes and every runtime released from now on,
-// until resume.
-func (p *runtimePool) drain() {
+// Drain closes the idle runtimes and every runtime released from now on,
+// until Resume.
+func (p *Pool) Drain() {
 	p.mu.Lock()
 	p.draining = true
 	idle := p.takeIdle()
@@ -202,18 +209,19 @@ func (p *runtimePool) drain() {
 	p.changed()
 }
 
-func (p *runtimePool) resume() {
+// Resume keeps released runtimes warm again after Drain.
+func (p *Pool) Resume() {
 	p.mu.Lock()
 	p.draining = false
 	p.mu.Unlock()
 }
 
-// close closes every runtime (agentd stops); turns still running see their
+// Close closes every runtime (agentd stops); turns still running see their
 // runtime exit.
-func (p *runtimePool) close() {
+func (p *Pool) Close() {
 	p.mu.Lock()
 	p.closed = true
-	var all []agentRuntime
+	var all []Instance
 	for k, e := range p.entries {
 		if e.timer != nil {
 			e.timer.Stop()
@@ -226,8 +234,8 @@ func (p *runtimePool) close() {
 }
 
 // takeIdle removes the idle entries; p.mu is held.
-func (p *runtimePool) takeIdle() []agentRuntime {
-	var out []agentRuntime
+func (p *Pool) takeIdle() []Instance {
+	var out []Instance
 	for k, e := range p.entries {
 		if !e.busy {
 			if e.timer != nil {
@@ -241,7 +249,7 @@ func (p *runtimePool) takeIdle() []agentRuntime {
 }
 
 // closeAll closes runtimes in parallel (each may wait for its process).
-func closeAll(rts []agentRuntime) {
+func closeAll(rts []Instance) {
 	var wg sync.WaitGroup
 	for _, rt := range rts {
 		wg.Add(1)

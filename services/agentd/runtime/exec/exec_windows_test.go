@@ -1,4 +1,4 @@
-package agentd
+package exec
 
 import (
 	"bytes"
@@ -7,28 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-func TestCmdExeLine(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"cmd.exe", "/d", "/s", "/c", `echo "a b" & exit /b 3`}, `cmd.exe /d /s /c "echo "a b" & exit /b 3"`},
-		{[]string{`C:\Windows\System32\CMD.EXE`, "/C", "dir", "x y"}, `C:\Windows\System32\CMD.EXE /s /c "dir x y"`},
-		{[]string{`C:\Program Files\x\cmd.exe`, "/c", ""}, `"C:\Program Files\x\cmd.exe" /s /c ""`},
-	} {
-		got, ok := cmdExeLine(tc.args)
-		if !ok || got != tc.want {
-			t.Errorf("cmdExeLine(%q) = %q, %v; want %q", tc.args, got, ok, tc.want)
-		}
-	}
-	for _, args := range [][]string{{"cmd.exe"}, {"cmd.exe", "/k", "x"}, {"cmd.exe", "x", "/c", "y"}, {"sh.exe", "/c", "x"}, {"cmdx.exe", "/c", "x"}} {
-		if line, ok := cmdExeLine(args); ok {
-			t.Errorf("cmdExeLine(%q) = %q, want Go's own quoting", args, line)
-		}
-	}
-}
+	"github.com/deepcode-dev/deepcode/services/agentd/runtime"
+)
 
 // The built-in shell profile's command reaches cmd.exe as written: quotes,
 // redirection, & and the exit code.
@@ -43,7 +24,7 @@ func TestShellProfileRunsCmdExe(t *testing.T) {
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := startInGroup(cmd); err != nil {
+	if err := runtime.StartInGroup(cmd); err != nil {
 		t.Fatal(err)
 	}
 	err := cmd.Wait()

@@ -1,4 +1,6 @@
-package agentd
+// Package script is the "script" provider: the prompt is a small
+// deterministic script, for tests and demos.
+package script
 
 import (
 	"bytes"
@@ -10,10 +12,12 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/deepcode-dev/deepcode/services/agentd/runtime"
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 )
 
-// scriptProvider runs the prompt as a small deterministic script, one step
+// Provider runs the prompt as a small deterministic script, one step
 // per line, for tests and demos:
 //
 //	say <text>              an agent message (streamed word by word)
@@ -28,19 +32,9 @@ import (
 //	fail <CODE> [message]   end the turn with that error code
 //
 // Blank lines and lines starting with # are ignored.
-type scriptProvider struct{}
+type Provider struct{}
 
-func (scriptProvider) CanSteer() bool { return true }
-
-// MessagePayload is an agent message item's payload.
-type MessagePayload struct {
-	Text string `json:"text"`
-}
-
-// TextDelta is an agent message item's delta.
-type TextDelta struct {
-	Text string `json:"text"`
-}
+func (Provider) CanSteer() bool { return true }
 
 // FilePayload is a file change item's payload.
 type FilePayload struct {
@@ -74,7 +68,7 @@ func (p FilePayload) withContent(before []byte, existed bool, after []byte) File
 	return p
 }
 
-func (scriptProvider) Run(ctx context.Context, t *TurnRun) error {
+func (Provider) Run(ctx context.Context, t *runtime.TurnRun) error {
 	for n, line := range strings.Split(t.Prompt, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -136,22 +130,22 @@ func (scriptProvider) Run(ctx context.Context, t *TurnRun) error {
 	return nil
 }
 
-func say(s *Sink, text string) {
-	item := s.StartItem(KindAgentMessage, MessagePayload{})
+func say(s runtime.Sink, text string) {
+	item := s.StartItem(api.KindAgentMessage, runtime.MessagePayload{})
 	words := strings.SplitAfter(text, " ")
 	for i := 0; i < len(words); i += 8 {
-		s.Delta(item, TextDelta{Text: strings.Join(words[i:min(i+8, len(words))], "")})
+		s.Delta(item, runtime.TextDelta{Text: strings.Join(words[i:min(i+8, len(words))], "")})
 	}
-	s.CompleteItem(item, ItemCompleted, MessagePayload{Text: text})
+	s.CompleteItem(item, api.ItemCompleted, runtime.MessagePayload{Text: text})
 	s.Response(text)
 }
 
-func usageStep(s *Sink, arg string) error {
+func usageStep(s runtime.Sink, arg string) error {
 	var in, out int64
 	if n, err := fmt.Sscanf(arg, "%d %d", &in, &out); err != nil || n != 2 || in < 0 || out < 0 {
 		return errs.New(errs.InvalidParams, "usage needs the input and output token counts, such as \"usage 120 30\", not %q", arg)
 	}
-	s.Usage(UsagePayload{InputTokens: in, OutputTokens: out})
+	s.Usage(runtime.UsagePayload{InputTokens: in, OutputTokens: out})
 	return nil
 }
 
@@ -170,7 +164,7 @@ func sleepStep(ctx context.Context, arg string) error {
 	}
 }
 
-func writeStep(t *TurnRun, verb, rest string) error {
+func writeStep(t *runtime.TurnRun, verb, rest string) error {
 	rel, text, _ := strings.Cut(rest, " ")
 	if rel == "" {
 		return errs.New(errs.InvalidParams, "%s needs a path", verb)
@@ -179,9 +173,9 @@ func writeStep(t *TurnRun, verb, rest string) error {
 	if r, err := filepath.Rel(t.Workspace, path); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
 		return errs.New(errs.InvalidParams, "%s: %q is outside the workspace", verb, rel)
 	}
-	item := t.Sink.StartItem(KindFileChange, FilePayload{Path: rel, Action: verb})
+	item := t.Sink.StartItem(api.KindFileChange, FilePayload{Path: rel, Action: verb})
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Sink.CompleteItem(item, ItemFailed, FilePayload{Path: rel, Action: verb})
+		t.Sink.CompleteItem(item, api.ItemFailed, FilePayload{Path: rel, Action: verb})
 		return errs.Wrap(err, errs.TaskFailed, "cannot create the folder of %s", rel)
 	}
 	// What the file held, for the item's diff (bounded: a large file is
@@ -210,18 +204,18 @@ func writeStep(t *TurnRun, verb, rest string) error {
 		}
 	}
 	if err != nil {
-		t.Sink.CompleteItem(item, ItemFailed, FilePayload{Path: rel, Action: verb})
+		t.Sink.CompleteItem(item, api.ItemFailed, FilePayload{Path: rel, Action: verb})
 		return errs.Wrap(err, errs.TaskFailed, "cannot write %s", rel)
 	}
 	after := []byte(data)
 	if verb == "append" {
 		after = append(append([]byte{}, before...), data...)
 	}
-	t.Sink.CompleteItem(item, ItemCompleted, FilePayload{Path: rel, Action: verb, Bytes: len(data)}.withContent(before, existed, after))
+	t.Sink.CompleteItem(item, api.ItemCompleted, FilePayload{Path: rel, Action: verb, Bytes: len(data)}.withContent(before, existed, after))
 	return nil
 }
 
-func awaitSteer(ctx context.Context, t *TurnRun, arg string) error {
+func awaitSteer(ctx context.Context, t *runtime.TurnRun, arg string) error {
 	d := 30 * time.Second
 	if arg != "" {
 		var err error

@@ -1,4 +1,6 @@
-package agentd
+// Package codex is the "codex" provider: turns run through OpenAI's codex
+// CLI (codex app-server), one warm app-server per thread.
+package codex
 
 import (
 	"bufio"
@@ -13,10 +15,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/deepcode-dev/deepcode/services/agentd/runtime"
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 )
 
-// codexProvider runs turns through `codex app-server`: JSON-RPC lines on
+// Provider runs turns through `codex app-server`: JSON-RPC lines on
 // stdio (no "jsonrpc" member). One app-server per thread, kept warm by the
 // runtime pool; its thread id is the durable provider session id, resumed
 // with thread/resume by a new app-server (after an idle close or an agentd
@@ -29,13 +33,9 @@ import (
 // item/fileChange/requestApproval) becomes a deepcode approval decided by
 // the profile's approval_policy: "ask" waits for a client's
 // approval/respond, "auto" approves, "never" denies.
-type codexProvider struct{}
+type Provider struct{}
 
-func (codexProvider) CanSteer() bool { return false }
-
-// codexInterruptGrace is how long an interrupted turn may take to end after
-// turn/interrupt before the runtime is killed.
-var codexInterruptGrace = 10 * time.Second
+func (Provider) CanSteer() bool { return false }
 
 // cxMsg is one JSON-RPC message of the app-server.
 type cxMsg struct {
@@ -51,7 +51,7 @@ type cxMsg struct {
 
 // codexRuntime is a running app-server with its codex thread.
 type codexRuntime struct {
-	*runtimeProc
+	*runtime.Proc
 	thread string // codex thread id: the provider session id
 
 	next    atomic.Int64
@@ -61,7 +61,7 @@ type codexRuntime struct {
 }
 
 func (rt *codexRuntime) readLoop() {
-	sc := bufio.NewScanner(rt.stdout)
+	sc := bufio.NewScanner(rt.Stdout())
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	for sc.Scan() {
 		var m cxMsg
@@ -101,7 +101,7 @@ func (rt *codexRuntime) send(v any) error {
 	if err != nil {
 		return err
 	}
-	return rt.writeLine(b)
+	return rt.WriteLine(b)
 }
 
 func (rt *codexRuntime) reply(id json.RawMessage, result any, e *rpcErr) error {
@@ -133,7 +133,7 @@ func (rt *codexRuntime) call(ctx context.Context, method string, params, result 
 		rt.mu.Unlock()
 	}()
 	if err := rt.send(map[string]any{"id": id, "method": method, "params": params}); err != nil {
-		return runtimeCrash(rt.runtimeProc, err)
+		return runtime.Crash(rt.Proc, err)
 	}
 	select {
 	case m := <-ch:
@@ -144,8 +144,8 @@ func (rt *codexRuntime) call(ctx context.Context, method string, params, result 
 			return json.Unmarshal(m.Result, result)
 		}
 		return nil
-	case <-rt.done:
-		return runtimeCrash(rt.runtimeProc, nil)
+	case <-rt.Done():
+		return runtime.Crash(rt.Proc, nil)
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
@@ -161,19 +161,10 @@ func (e *codexCallError) Error() string {
 	return fmt.Sprintf("codex %s: %d %s", e.method, e.code, e.msg)
 }
 
-func runtimeCrash(p *runtimeProc, cause error) error {
-	select {
-	case <-p.done:
-		return errs.Wrap(cause, errs.WorkerCrashed, "the %s runtime exited during the turn (%s)", p.name, p.exitProblem())
-	case <-time.After(200 * time.Millisecond): // a failed write may precede the exit
-	}
-	return errs.Wrap(cause, errs.WorkerCrashed, "lost the connection to the %s runtime", p.name)
-}
-
 // codexArgs is the app-server's command line: a profile with base_url gets
 // a "deepcode" model provider speaking the Responses API there, with the
 // key from OPENAI_API_KEY.
-func codexArgs(bin string, t *TurnRun) []string {
+func codexArgs(bin string, t *runtime.TurnRun) []string {
 	argv := []string{bin, "app-server"}
 	if u := t.Profile.BaseURL; u != "" {
 		argv = append(argv,
@@ -187,13 +178,13 @@ func codexArgs(bin string, t *TurnRun) []string {
 	return append(argv, t.Profile.Args...)
 }
 
-func (codexProvider) key(t *TurnRun, bin string) string {
+func (Provider) key(t *runtime.TurnRun, bin string) string {
 	p := t.Profile
 	return strings.Join(append([]string{"codex", t.ProfileName, bin, p.BaseURL, p.CredentialsFile, t.Workspace, fmt.Sprint(p.Env)}, p.Args...), "\x00")
 }
 
-func (cp codexProvider) start(ctx context.Context, t *TurnRun, bin string) (agentRuntime, error) {
-	env, secrets, err := runtimeEnv("codex", t.Profile, nil)
+func (cp Provider) start(ctx context.Context, t *runtime.TurnRun, bin string) (runtime.Instance, error) {
+	env, secrets, err := runtime.Env("codex", t.Profile, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -204,11 +195,11 @@ func (cp codexProvider) start(ctx context.Context, t *TurnRun, bin string) (agen
 			_ = os.MkdirAll(home, 0o700)
 		}
 	}
-	proc, err := startRuntimeProc(procSpec{name: "codex", argv: codexArgs(bin, t), dir: t.Workspace, env: env, secrets: secrets})
+	proc, err := runtime.StartProc(runtime.ProcSpec{Name: "codex", Argv: codexArgs(bin, t), Dir: t.Workspace, Env: env, Secrets: secrets})
 	if err != nil {
 		return nil, err
 	}
-	rt := &codexRuntime{runtimeProc: proc, pending: map[string]chan cxMsg{}}
+	rt := &codexRuntime{Proc: proc, pending: map[string]chan cxMsg{}}
 	go rt.readLoop()
 	ok := false
 	defer func() {
@@ -219,13 +210,13 @@ func (cp codexProvider) start(ctx context.Context, t *TurnRun, bin string) (agen
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := rt.call(sctx, "initialize", map[string]any{"clientInfo": map[string]string{"name": "deepcode", "title": "deepcode agentd", "version": "1"}}, nil); err != nil {
-		return nil, startErr(proc, err)
+		return nil, runtime.StartErr(proc, err)
 	}
 	if err := rt.notify("initialized", nil); err != nil {
-		return nil, startErr(proc, err)
+		return nil, runtime.StartErr(proc, err)
 	}
 	params := map[string]any{"cwd": t.Workspace, "approvalPolicy": "untrusted", "sandbox": "workspace-write"}
-	if m := firstNonEmpty(t.Model, t.Profile.Model); m != "" {
+	if m := runtime.FirstNonEmpty(t.Model, t.Profile.Model); m != "" {
 		params["model"] = m
 	}
 	var res struct {
@@ -246,7 +237,7 @@ func (cp codexProvider) start(ctx context.Context, t *TurnRun, bin string) (agen
 			e.Retryable = false
 			return nil, e
 		}
-		return nil, startErr(proc, err)
+		return nil, runtime.StartErr(proc, err)
 	}
 	if res.Thread.ID == "" {
 		return nil, errs.New(errs.ProviderUnavailable, "codex answered %s without a thread", method)
@@ -256,34 +247,12 @@ func (cp codexProvider) start(ctx context.Context, t *TurnRun, bin string) (agen
 	return rt, nil
 }
 
-// startErr is a runtime that failed while starting.
-func startErr(p *runtimeProc, err error) error {
-	if e, ok := errs.As(err); ok && e.Code != errs.WorkerCrashed {
-		return err
-	}
-	select {
-	case <-p.done:
-		return errs.Wrap(err, errs.ProviderUnavailable, "the %s runtime exited while starting (%s)", p.name, p.exitProblem())
-	default:
-	}
-	return errs.Wrap(err, errs.ProviderUnavailable, "the %s runtime did not start", p.name)
-}
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
-}
-
-func (cp codexProvider) Run(ctx context.Context, t *TurnRun) error {
-	bin, err := resolveBinary(t)
+func (cp Provider) Run(ctx context.Context, t *runtime.TurnRun) error {
+	bin, err := runtime.ResolveBinary(t)
 	if err != nil {
 		return err
 	}
-	r, release, _, err := t.pool.acquire(ctx, t.ThreadID, cp.key(t, bin), func(ctx context.Context) (agentRuntime, error) { return cp.start(ctx, t, bin) })
+	r, release, _, err := t.Pool.Acquire(ctx, t.ThreadID, cp.key(t, bin), func(ctx context.Context) (runtime.Instance, error) { return cp.start(ctx, t, bin) })
 	if err != nil {
 		return err
 	}
@@ -293,9 +262,9 @@ func (cp codexProvider) Run(ctx context.Context, t *TurnRun) error {
 	if rt.thread != t.SessionID {
 		t.Sink.SetSession(rt.thread)
 	}
-	tt := &codexTurn{t: t, rt: rt, items: map[string]*cxItem{}, events: newInbox[cxMsg]()}
+	tt := &codexTurn{t: t, rt: rt, items: map[string]*cxItem{}, events: runtime.NewInbox[cxMsg]()}
 	rt.mu.Lock()
-	rt.handler = tt.events.put
+	rt.handler = tt.events.Put
 	rt.mu.Unlock()
 	defer func() {
 		rt.mu.Lock()
@@ -310,17 +279,17 @@ func (cp codexProvider) Run(ctx context.Context, t *TurnRun) error {
 type cxItem struct {
 	id   string // deepcode item id
 	kind string
-	cmd  CommandPayload
+	cmd  runtime.CommandPayload
 	text strings.Builder
 }
 
 type codexTurn struct {
-	t      *TurnRun
+	t      *runtime.TurnRun
 	rt     *codexRuntime
 	turnID string
 	items  map[string]*cxItem
-	events *inbox[cxMsg]
-	usage  UsagePayload
+	events *runtime.Inbox[cxMsg]
+	usage  runtime.UsagePayload
 	lastEr *codexTurnError
 	wg     sync.WaitGroup
 }
@@ -335,10 +304,10 @@ type codexTurnError struct {
 func (ct *codexTurn) run(ctx context.Context) (keep bool, err error) {
 	t := ct.t
 	params := map[string]any{"threadId": ct.rt.thread, "input": []any{map[string]any{"type": "text", "text": t.Prompt}}}
-	if m := firstNonEmpty(t.Model, t.Profile.Model); m != "" {
+	if m := runtime.FirstNonEmpty(t.Model, t.Profile.Model); m != "" {
 		params["model"] = m
 	}
-	if r := firstNonEmpty(t.Reasoning, t.Profile.Reasoning); r != "" {
+	if r := runtime.FirstNonEmpty(t.Reasoning, t.Profile.Reasoning); r != "" {
 		params["effort"] = r
 	}
 	var res struct {
@@ -360,8 +329,8 @@ func (ct *codexTurn) run(ctx context.Context) (keep bool, err error) {
 	done := ctx.Done()
 	for {
 		select {
-		case <-ct.events.ready:
-			for m, ok := ct.events.next(); ok; m, ok = ct.events.next() {
+		case <-ct.events.Ready():
+			for m, ok := ct.events.Next(); ok; m, ok = ct.events.Next() {
 				if end, err := ct.handle(ctx, m); end {
 					ct.finishUsage()
 					if interrupted || ctx.Err() != nil {
@@ -370,27 +339,27 @@ func (ct *codexTurn) run(ctx context.Context) (keep bool, err error) {
 					return true, err
 				}
 			}
-		case <-ct.rt.done:
+		case <-ct.rt.Done():
 			// Drain what it said before it went.
-			for m, ok := ct.events.next(); ok; m, ok = ct.events.next() {
+			for m, ok := ct.events.Next(); ok; m, ok = ct.events.Next() {
 				_, _ = ct.handle(ctx, m)
 			}
 			ct.closeItems()
 			if interrupted {
 				return false, context.Cause(ctx)
 			}
-			return false, runtimeCrash(ct.rt.runtimeProc, nil)
+			return false, runtime.Crash(ct.rt.Proc, nil)
 		case <-done:
 			done = nil
 			interrupted = true
 			go func() {
-				ictx, cancel := context.WithTimeout(context.Background(), codexInterruptGrace)
+				ictx, cancel := context.WithTimeout(context.Background(), runtime.InterruptGrace)
 				defer cancel()
 				_ = ct.rt.call(ictx, "turn/interrupt", map[string]string{"threadId": ct.rt.thread, "turnId": ct.turnID}, nil)
 			}()
-			grace = time.After(codexInterruptGrace)
+			grace = time.After(runtime.InterruptGrace)
 		case <-grace:
-			ct.rt.kill()
+			ct.rt.Kill()
 			ct.closeItems()
 			return false, context.Cause(ctx)
 		}
@@ -415,7 +384,7 @@ func (ct *codexTurn) handle(ctx context.Context, m cxMsg) (end bool, err error) 
 		_ = json.Unmarshal(m.Params, &p)
 		if it := ct.items[p.ItemID]; it != nil && p.Delta != "" {
 			it.text.WriteString(p.Delta)
-			s.Delta(it.id, TextDelta{Text: p.Delta})
+			s.Delta(it.id, runtime.TextDelta{Text: p.Delta})
 		}
 	case "item/commandExecution/outputDelta", "item/fileChange/outputDelta":
 		var p struct {
@@ -424,7 +393,7 @@ func (ct *codexTurn) handle(ctx context.Context, m cxMsg) (end bool, err error) 
 		}
 		_ = json.Unmarshal(m.Params, &p)
 		if it := ct.items[p.ItemID]; it != nil && p.Delta != "" {
-			s.Delta(it.id, OutputDelta{Stream: "stdout", Text: p.Delta})
+			s.Delta(it.id, runtime.OutputDelta{Stream: "stdout", Text: p.Delta})
 		}
 	case "thread/tokenUsage/updated":
 		var p struct {
@@ -504,7 +473,7 @@ func codexFailure(e *codexTurnError) error {
 	info := string(e.CodexErrorInfo)
 	msg := strings.TrimSpace(e.Message)
 	if len(msg) > 500 {
-		msg = lastRunes(msg, 500)
+		msg = runtime.LastRunes(msg, 500)
 	}
 	switch {
 	case strings.Contains(info, "unauthorized") || strings.Contains(info, "401"):
@@ -534,18 +503,6 @@ type codexItem struct {
 	} `json:"changes"`
 }
 
-// FileChangesPayload is the payload of a file change item with several
-// files (codex, claude, opencode).
-type FileChangesPayload struct {
-	Changes []FileChange `json:"changes"`
-}
-
-// FileChange is one file of a change.
-type FileChange struct {
-	Path   string `json:"path"`
-	Action string `json:"action"`
-}
-
 func (ct *codexTurn) item(completed bool, raw json.RawMessage) {
 	var ci codexItem
 	if json.Unmarshal(raw, &ci) != nil || ci.ID == "" {
@@ -557,15 +514,15 @@ func (ct *codexTurn) item(completed bool, raw json.RawMessage) {
 		it = &cxItem{}
 		switch ci.Type {
 		case "agentMessage":
-			it.kind = KindAgentMessage
-			it.id = s.StartItem(KindAgentMessage, MessagePayload{})
+			it.kind = api.KindAgentMessage
+			it.id = s.StartItem(api.KindAgentMessage, runtime.MessagePayload{})
 		case "commandExecution":
-			it.kind = KindCommandExecution
-			it.cmd = CommandPayload{Command: []string{ci.Command}, Cwd: ci.Cwd}
-			it.id = s.StartItem(KindCommandExecution, it.cmd)
+			it.kind = api.KindCommandExecution
+			it.cmd = runtime.CommandPayload{Command: []string{ci.Command}, Cwd: ci.Cwd}
+			it.id = s.StartItem(api.KindCommandExecution, it.cmd)
 		case "fileChange":
-			it.kind = KindFileChange
-			it.id = s.StartItem(KindFileChange, fileChanges(ci))
+			it.kind = api.KindFileChange
+			it.id = s.StartItem(api.KindFileChange, fileChanges(ci))
 		default:
 			return
 		}
@@ -575,39 +532,39 @@ func (ct *codexTurn) item(completed bool, raw json.RawMessage) {
 		return
 	}
 	switch it.kind {
-	case KindAgentMessage:
+	case api.KindAgentMessage:
 		text := ci.Text
 		if text == "" {
 			text = it.text.String()
 		}
-		s.CompleteItem(it.id, ItemCompleted, MessagePayload{Text: text})
+		s.CompleteItem(it.id, api.ItemCompleted, runtime.MessagePayload{Text: text})
 		if strings.TrimSpace(text) != "" {
 			s.Response(text)
 		}
-	case KindCommandExecution:
+	case api.KindCommandExecution:
 		p := it.cmd
 		p.ExitCode = ci.ExitCode
 		if ci.AggregatedOutput != nil {
-			p.Output = lastRunes(*ci.AggregatedOutput, execOutputTail)
+			p.Output = runtime.LastRunes(*ci.AggregatedOutput, runtime.OutputTail)
 			p.OutputBytes = int64(len(*ci.AggregatedOutput))
 		}
-		st := ItemCompleted
+		st := api.ItemCompleted
 		if ci.Status != "completed" || (ci.ExitCode != nil && *ci.ExitCode != 0) {
-			st = ItemFailed
+			st = api.ItemFailed
 		}
 		s.CompleteItem(it.id, st, p)
-	case KindFileChange:
-		st := ItemCompleted
+	case api.KindFileChange:
+		st := api.ItemCompleted
 		if ci.Status != "completed" {
-			st = ItemFailed
+			st = api.ItemFailed
 		}
 		s.CompleteItem(it.id, st, fileChanges(ci))
 	}
 	it.id = "" // completed
 }
 
-func fileChanges(ci codexItem) FileChangesPayload {
-	p := FileChangesPayload{Changes: []FileChange{}}
+func fileChanges(ci codexItem) runtime.FileChangesPayload {
+	p := runtime.FileChangesPayload{Changes: []runtime.FileChange{}}
 	for _, c := range ci.Changes {
 		var kind struct {
 			Type string `json:"type"`
@@ -619,7 +576,7 @@ func fileChanges(ci codexItem) FileChangesPayload {
 		} else if json.Unmarshal(c.Kind, &kind) == nil && kind.Type != "" {
 			action = kind.Type
 		}
-		p.Changes = append(p.Changes, FileChange{Path: c.Path, Action: action})
+		p.Changes = append(p.Changes, runtime.FileChange{Path: c.Path, Action: action})
 	}
 	return p
 }
@@ -631,12 +588,12 @@ func (ct *codexTurn) closeItems() {
 			continue
 		}
 		switch it.kind {
-		case KindAgentMessage:
-			ct.t.Sink.CompleteItem(it.id, ItemFailed, MessagePayload{Text: it.text.String()})
-		case KindCommandExecution:
-			ct.t.Sink.CompleteItem(it.id, ItemFailed, it.cmd)
+		case api.KindAgentMessage:
+			ct.t.Sink.CompleteItem(it.id, api.ItemFailed, runtime.MessagePayload{Text: it.text.String()})
+		case api.KindCommandExecution:
+			ct.t.Sink.CompleteItem(it.id, api.ItemFailed, it.cmd)
 		default:
-			ct.t.Sink.CompleteItem(it.id, ItemFailed, FileChangesPayload{Changes: []FileChange{}})
+			ct.t.Sink.CompleteItem(it.id, api.ItemFailed, runtime.FileChangesPayload{Changes: []runtime.FileChange{}})
 		}
 		it.id = ""
 	}

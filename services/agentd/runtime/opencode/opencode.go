@@ -1,4 +1,7 @@
-package agentd
+// Package opencode is the "opencode" provider: turns run through an
+// opencode server (opencode serve) over HTTP and its event stream, one
+// warm server per thread.
+package opencode
 
 import (
 	"bufio"
@@ -20,10 +23,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/deepcode-dev/deepcode/services/agentd/runtime"
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 )
 
-// opencodeProvider runs turns through `opencode serve`: an HTTP server on
+// Provider runs turns through `opencode serve`: an HTTP server on
 // 127.0.0.1 (port chosen by opencode, printed on stdout), one per thread,
 // kept warm by the runtime pool. A turn is POST /session/:id/message,
 // followed on the server's event stream (GET /event, server-sent events);
@@ -48,9 +53,9 @@ import (
 // deepcode approval decided by the profile's approval_policy ("ask" waits
 // for a client, "auto" approves, "never" denies) and the answer goes back
 // with POST /permission/:id/reply ("once" or "reject").
-type opencodeProvider struct{}
+type Provider struct{}
 
-func (opencodeProvider) CanSteer() bool { return false }
+func (Provider) CanSteer() bool { return false }
 
 // opencodeStartTimeout bounds a runtime's start: the server's address, its
 // event stream and the session.
@@ -137,7 +142,7 @@ func ocSkip(data []byte) bool {
 }
 
 type opencodeRuntime struct {
-	*runtimeProc
+	*runtime.Proc
 	base     string // http://127.0.0.1:PORT
 	password string
 	client   *http.Client
@@ -182,7 +187,7 @@ func (rt *opencodeRuntime) Done() <-chan struct{} { return rt.dead }
 // that make opencode ask, and, for a profile with base_url, a "deepcode"
 // provider on the OpenAI-compatible Chat Completions API there, whose key
 // is OPENCODE_API_KEY.
-func opencodeConfig(t *TurnRun) ([]byte, string, string) {
+func opencodeConfig(t *runtime.TurnRun) ([]byte, string, string) {
 	cfg := map[string]any{
 		"$schema":    "https://opencode.ai/config.json",
 		"autoupdate": false,
@@ -197,7 +202,7 @@ func opencodeConfig(t *TurnRun) ([]byte, string, string) {
 		// claude: the turn goes on without it.
 		"experimental": map[string]any{"continue_loop_on_deny": true},
 	}
-	providerID, modelID := "", firstNonEmpty(t.Model, t.Profile.Model)
+	providerID, modelID := "", runtime.FirstNonEmpty(t.Model, t.Profile.Model)
 	if t.Profile.BaseURL != "" {
 		providerID = "deepcode"
 		models := map[string]any{}
@@ -222,13 +227,13 @@ func opencodeConfig(t *TurnRun) ([]byte, string, string) {
 	return b, providerID, modelID
 }
 
-func opencodeArgs(bin string, t *TurnRun) []string {
+func opencodeArgs(bin string, t *runtime.TurnRun) []string {
 	return append([]string{bin, "serve", "--hostname", "127.0.0.1", "--port", "0"}, t.Profile.Args...)
 }
 
-func (opencodeProvider) key(t *TurnRun, bin string) string {
+func (Provider) key(t *runtime.TurnRun, bin string) string {
 	p := t.Profile
-	return strings.Join(append([]string{"opencode", t.ProfileName, bin, p.BaseURL, p.CredentialsFile, t.Workspace, firstNonEmpty(t.Model, p.Model), fmt.Sprint(p.Env)}, p.Args...), "\x00")
+	return strings.Join(append([]string{"opencode", t.ProfileName, bin, p.BaseURL, p.CredentialsFile, t.Workspace, runtime.FirstNonEmpty(t.Model, p.Model), fmt.Sprint(p.Env)}, p.Args...), "\x00")
 }
 
 func randomHex(n int) string {
@@ -249,14 +254,14 @@ func sweepOpencodeTemp() {
 		rest := strings.TrimPrefix(filepath.Base(d), "deepcode-opencode-")
 		pidText, _, ok := strings.Cut(rest, "-")
 		pid, err := strconv.Atoi(pidText)
-		if !ok || err != nil || pid == os.Getpid() || processAlive(pid) {
+		if !ok || err != nil || pid == os.Getpid() || runtime.ProcessAlive(pid) {
 			continue
 		}
 		_ = os.RemoveAll(d)
 	}
 }
 
-func (op opencodeProvider) start(ctx context.Context, t *TurnRun, bin string) (agentRuntime, error) {
+func (op Provider) start(ctx context.Context, t *runtime.TurnRun, bin string) (runtime.Instance, error) {
 	cfg, _, _ := opencodeConfig(t)
 	opencodeSweep.Do(sweepOpencodeTemp)
 	tmp, err := os.MkdirTemp("", fmt.Sprintf("deepcode-opencode-%d-", os.Getpid()))
@@ -279,14 +284,14 @@ func (op opencodeProvider) start(ctx context.Context, t *TurnRun, bin string) (a
 		// Its model list is the configuration's; models.dev is elsewhere.
 		extra["OPENCODE_DISABLE_MODELS_FETCH"] = "true"
 	}
-	env, secrets, err := runtimeEnv("opencode", t.Profile, extra)
+	env, secrets, err := runtime.Env("opencode", t.Profile, extra)
 	if err != nil {
 		_ = os.RemoveAll(tmp)
 		return nil, err
 	}
 	secrets = append(secrets, password)
-	proc, err := startRuntimeProc(procSpec{name: "opencode", argv: opencodeArgs(bin, t), dir: t.Workspace, env: env, secrets: secrets,
-		cleanup: []func(){func() { _ = os.RemoveAll(tmp) }}})
+	proc, err := runtime.StartProc(runtime.ProcSpec{Name: "opencode", Argv: opencodeArgs(bin, t), Dir: t.Workspace, Env: env, Secrets: secrets,
+		Cleanup: []func(){func() { _ = os.RemoveAll(tmp) }}})
 	if err != nil {
 		return nil, err
 	}
@@ -306,17 +311,17 @@ func (op opencodeProvider) start(ctx context.Context, t *TurnRun, bin string) (a
 	defer cancel()
 	base, err := opencodeAddress(sctx, proc)
 	if err != nil {
-		return nil, startErr(proc, err)
+		return nil, runtime.StartErr(proc, err)
 	}
-	rt = &opencodeRuntime{runtimeProc: proc, base: base, password: password, dir: t.Workspace,
+	rt = &opencodeRuntime{Proc: proc, base: base, password: password, dir: t.Workspace,
 		client: &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true, MaxIdleConnsPerHost: 4}}}
 	if err := rt.follow(sctx); err != nil {
-		return nil, startErr(proc, err)
+		return nil, runtime.StartErr(proc, err)
 	}
 	rt.dead = make(chan struct{})
 	go func() {
 		select {
-		case <-proc.done:
+		case <-proc.Done():
 		case <-rt.events:
 		}
 		close(rt.dead)
@@ -331,7 +336,7 @@ func (op opencodeProvider) start(ctx context.Context, t *TurnRun, bin string) (a
 				e.Retryable = false
 				return nil, e
 			}
-			return nil, startErr(proc, err)
+			return nil, runtime.StartErr(proc, err)
 		}
 		rt.setSession(s.ID)
 	} else {
@@ -339,7 +344,7 @@ func (op opencodeProvider) start(ctx context.Context, t *TurnRun, bin string) (a
 			ID string `json:"id"`
 		}
 		if err := rt.do(sctx, http.MethodPost, "/session", map[string]any{}, &s); err != nil {
-			return nil, startErr(proc, err)
+			return nil, runtime.StartErr(proc, err)
 		}
 		if s.ID == "" {
 			return nil, errs.New(errs.ProviderUnavailable, "opencode created a session without an id")
@@ -360,10 +365,10 @@ func (rt *opencodeRuntime) setSession(id string) {
 
 // opencodeAddress reads opencode serve's stdout up to the line with its
 // address, then keeps draining it (to the process's exit).
-func opencodeAddress(ctx context.Context, p *runtimeProc) (string, error) {
+func opencodeAddress(ctx context.Context, p *runtime.Proc) (string, error) {
 	found := make(chan string, 1)
 	go func() {
-		br := bufio.NewReader(p.stdout)
+		br := bufio.NewReader(p.Stdout())
 		sent := false
 		for {
 			line, err := br.ReadString('\n')
@@ -372,7 +377,7 @@ func opencodeAddress(ctx context.Context, p *runtimeProc) (string, error) {
 					found <- strings.TrimRight(u, "/")
 					sent = true
 				} else if line != "" {
-					p.stderr.write(line)
+					p.Stderr().Add(line)
 				}
 			}
 			if err != nil {
@@ -383,8 +388,8 @@ func opencodeAddress(ctx context.Context, p *runtimeProc) (string, error) {
 	select {
 	case u := <-found:
 		return u, nil
-	case <-p.done:
-		return "", runtimeCrash(p, nil)
+	case <-p.Done():
+		return "", runtime.Crash(p, nil)
 	case <-ctx.Done():
 		return "", errs.Wrap(context.Cause(ctx), errs.ProviderUnavailable, "opencode did not print its address")
 	}
@@ -424,12 +429,12 @@ func (rt *opencodeRuntime) do(ctx context.Context, method, path string, body, re
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		return runtimeCrash(rt.runtimeProc, err)
+		return runtime.Crash(rt.Proc, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if resp.StatusCode/100 != 2 {
-		return &opencodeHTTPError{method: method, path: path, status: resp.StatusCode, body: redact(lastRunes(strings.TrimSpace(string(b)), 400), rt.secrets)}
+		return &opencodeHTTPError{method: method, path: path, status: resp.StatusCode, body: runtime.Redact(runtime.LastRunes(strings.TrimSpace(string(b)), 400), rt.Secrets())}
 	}
 	if result != nil && len(bytes.TrimSpace(b)) > 0 {
 		return json.Unmarshal(b, result)
@@ -467,7 +472,7 @@ func (rt *opencodeRuntime) follow(ctx context.Context) error {
 	case r := <-got:
 		if r.err != nil {
 			cancel()
-			return runtimeCrash(rt.runtimeProc, r.err)
+			return runtime.Crash(rt.Proc, r.err)
 		}
 		resp = r.resp
 	case <-ctx.Done():
@@ -488,7 +493,7 @@ func (rt *opencodeRuntime) follow(ctx context.Context) error {
 	case <-connected:
 		return nil
 	case <-rt.events:
-		return runtimeCrash(rt.runtimeProc, nil)
+		return runtime.Crash(rt.Proc, nil)
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
@@ -663,33 +668,33 @@ func (rt *opencodeRuntime) Close() {
 	if rt.cancel != nil {
 		rt.cancel()
 	}
-	rt.runtimeProc.Close()
+	rt.Proc.Close()
 	rt.replies.Wait() // the server is gone: they fail at once
 	rt.client.CloseIdleConnections()
 }
 
-func (op opencodeProvider) Run(ctx context.Context, t *TurnRun) error {
-	bin, err := resolveBinary(t)
+func (op Provider) Run(ctx context.Context, t *runtime.TurnRun) error {
+	bin, err := runtime.ResolveBinary(t)
 	if err != nil {
 		return err
 	}
-	r, release, _, err := t.pool.acquire(ctx, t.ThreadID, op.key(t, bin), func(ctx context.Context) (agentRuntime, error) { return op.start(ctx, t, bin) })
+	r, release, _, err := t.Pool.Acquire(ctx, t.ThreadID, op.key(t, bin), func(ctx context.Context) (runtime.Instance, error) { return op.start(ctx, t, bin) })
 	if err != nil {
 		return err
 	}
 	rt := r.(*opencodeRuntime)
 	keep := false
 	defer func() { release(keep) }()
-	if err := rt.settle(ctx, t.pool.log); err != nil {
+	if err := rt.settle(ctx, t.Pool.Log()); err != nil {
 		keep = true
 		return err
 	}
 	if rt.session != t.SessionID {
 		t.Sink.SetSession(rt.session)
 	}
-	ot := &opencodeTurn{t: t, rt: rt, roles: map[string]string{}, parts: map[string]*ocPart{}, counted: map[string]bool{}, events: newInbox[ocEvent]()}
+	ot := &opencodeTurn{t: t, rt: rt, roles: map[string]string{}, parts: map[string]*ocPart{}, counted: map[string]bool{}, events: runtime.NewInbox[ocEvent]()}
 	rt.mu.Lock()
-	rt.handler = ot.events.put
+	rt.handler = ot.events.Put
 	rt.mu.Unlock()
 	defer func() {
 		rt.mu.Lock()
@@ -722,19 +727,19 @@ type ocPart struct {
 	id    string // deepcode item id; "" once completed
 	kind  string
 	text  string // what was reported of a text part
-	cmd   CommandPayload
-	fc    FileChangesPayload
+	cmd   runtime.CommandPayload
+	fc    runtime.FileChangesPayload
 	shown bool // a tool part whose item was started
 }
 
 type opencodeTurn struct {
-	t      *TurnRun
+	t      *runtime.TurnRun
 	rt     *opencodeRuntime
 	roles  map[string]string  // message id → role
 	parts  map[string]*ocPart // by part id
 	held   []ocEvent          // parts of messages whose role is not known yet
-	events *inbox[ocEvent]
-	usage  UsagePayload
+	events *runtime.Inbox[ocEvent]
+	usage  runtime.UsagePayload
 	// counted: assistant messages whose tokens are in usage.
 	counted map[string]bool
 	started bool // the session went busy
@@ -809,7 +814,7 @@ func (ot *opencodeTurn) run(ctx context.Context) (keep bool, err error) {
 				return
 			case <-ot.rt.dead:
 			case <-timer.C:
-				if log := ot.t.pool.log; log != nil {
+				if log := ot.t.Pool.Log(); log != nil {
 					log.Warn("opencode: no answer to the prompt after the session went idle", "session", ot.rt.session, "waited", opencodeAnswerWait)
 				}
 			}
@@ -839,7 +844,7 @@ func (ot *opencodeTurn) run(ctx context.Context) (keep bool, err error) {
 	}
 	for {
 		select {
-		case <-ot.events.ready:
+		case <-ot.events.Ready():
 			if ot.drain(ctx) {
 				return end()
 			}
@@ -870,25 +875,25 @@ func (ot *opencodeTurn) run(ctx context.Context) (keep bool, err error) {
 		case <-ot.rt.events:
 			// The event stream ended: the server went away.
 			select {
-			case <-ot.rt.done:
+			case <-ot.rt.Done():
 			case <-time.After(2 * time.Second):
 			}
-			return gone(runtimeCrash(ot.rt.runtimeProc, nil))
-		case <-ot.rt.done:
-			return gone(runtimeCrash(ot.rt.runtimeProc, nil))
+			return gone(runtime.Crash(ot.rt.Proc, nil))
+		case <-ot.rt.Done():
+			return gone(runtime.Crash(ot.rt.Proc, nil))
 		case <-done:
 			done = nil
 			interrupted = true
 			// Owned by the turn (run waits for ot.wg); bounded by the
 			// grace, after which the runtime is killed.
 			ot.wg.Go(func() {
-				ictx, cancel := context.WithTimeout(context.Background(), codexInterruptGrace)
+				ictx, cancel := context.WithTimeout(context.Background(), runtime.InterruptGrace)
 				defer cancel()
 				_ = ot.rt.do(ictx, http.MethodPost, "/session/"+url.PathEscape(ot.rt.session)+"/abort", nil, nil)
 			})
-			grace = time.After(codexInterruptGrace)
+			grace = time.After(runtime.InterruptGrace)
 		case <-grace:
-			ot.rt.kill()
+			ot.rt.Kill()
 			return gone(nil)
 		}
 	}
@@ -905,7 +910,7 @@ func (ot *opencodeTurn) answered(a *ocAnswer) {
 // drain handles the events waiting; it reports the turn's end (the
 // session's idle).
 func (ot *opencodeTurn) drain(ctx context.Context) bool {
-	for ev, ok := ot.events.next(); ok; ev, ok = ot.events.next() {
+	for ev, ok := ot.events.Next(); ok; ev, ok = ot.events.Next() {
 		if ot.handle(ctx, ev) {
 			return true
 		}
@@ -1084,14 +1089,14 @@ func (ot *opencodeTurn) release(ctx context.Context, messageID string) {
 func (ot *opencodeTurn) textDelta(partID, delta string) {
 	pt := ot.parts[partID]
 	if pt == nil {
-		pt = &ocPart{kind: KindAgentMessage, id: ot.t.Sink.StartItem(KindAgentMessage, MessagePayload{})}
+		pt = &ocPart{kind: api.KindAgentMessage, id: ot.t.Sink.StartItem(api.KindAgentMessage, runtime.MessagePayload{})}
 		ot.parts[partID] = pt
 	}
 	if pt.id == "" || delta == "" {
 		return
 	}
 	pt.text += delta
-	ot.t.Sink.Delta(pt.id, TextDelta{Text: delta})
+	ot.t.Sink.Delta(pt.id, runtime.TextDelta{Text: delta})
 }
 
 // part maps a part's new state.
@@ -1104,7 +1109,7 @@ func (ot *opencodeTurn) part(ctx context.Context, p ocPartInfo, delta string) {
 		}
 		pt := ot.parts[p.ID]
 		if pt == nil {
-			pt = &ocPart{kind: KindAgentMessage, id: s.StartItem(KindAgentMessage, MessagePayload{})}
+			pt = &ocPart{kind: api.KindAgentMessage, id: s.StartItem(api.KindAgentMessage, runtime.MessagePayload{})}
 			ot.parts[p.ID] = pt
 		}
 		if pt.id == "" {
@@ -1116,11 +1121,11 @@ func (ot *opencodeTurn) part(ctx context.Context, p ocPartInfo, delta string) {
 		}
 		if delta != "" {
 			pt.text += delta
-			s.Delta(pt.id, TextDelta{Text: delta})
+			s.Delta(pt.id, runtime.TextDelta{Text: delta})
 		}
 		if p.Time != nil && p.Time.End != nil {
-			text := firstNonEmpty(p.Text, pt.text)
-			s.CompleteItem(pt.id, ItemCompleted, MessagePayload{Text: text})
+			text := runtime.FirstNonEmpty(p.Text, pt.text)
+			s.CompleteItem(pt.id, api.ItemCompleted, runtime.MessagePayload{Text: text})
 			if strings.TrimSpace(text) != "" {
 				s.Response(text)
 			}
@@ -1132,13 +1137,13 @@ func (ot *opencodeTurn) part(ctx context.Context, p ocPartInfo, delta string) {
 		if len(p.Files) == 0 || ot.parts[p.ID] != nil {
 			return
 		}
-		fc := FileChangesPayload{Changes: []FileChange{}}
+		fc := runtime.FileChangesPayload{Changes: []runtime.FileChange{}}
 		for _, f := range p.Files {
-			fc.Changes = append(fc.Changes, FileChange{Path: f, Action: "update"})
+			fc.Changes = append(fc.Changes, runtime.FileChange{Path: f, Action: "update"})
 		}
-		id := s.StartItem(KindFileChange, fc)
-		s.CompleteItem(id, ItemCompleted, fc)
-		ot.parts[p.ID] = &ocPart{kind: KindFileChange}
+		id := s.StartItem(api.KindFileChange, fc)
+		s.CompleteItem(id, api.ItemCompleted, fc)
+		ot.parts[p.ID] = &ocPart{kind: api.KindFileChange}
 	}
 }
 
@@ -1158,9 +1163,9 @@ func (ot *opencodeTurn) tool(p ocPartInfo) {
 		ot.parts[p.ID] = pt
 		switch p.Tool {
 		case "bash":
-			pt.kind = KindCommandExecution
+			pt.kind = api.KindCommandExecution
 		case "edit", "write", "patch", "multiedit", "apply_patch":
-			pt.kind = KindFileChange
+			pt.kind = api.KindFileChange
 		default:
 			return
 		}
@@ -1171,50 +1176,50 @@ func (ot *opencodeTurn) tool(p ocPartInfo) {
 	if !pt.shown && (len(p.State.Input) > 2 || p.State.Status != "pending") {
 		pt.shown = true
 		switch pt.kind {
-		case KindCommandExecution:
-			pt.cmd = CommandPayload{Command: []string{in.Command}, Cwd: ot.t.Workspace}
-			pt.id = s.StartItem(KindCommandExecution, pt.cmd)
-		case KindFileChange:
-			pt.fc = FileChangesPayload{Changes: []FileChange{}}
+		case api.KindCommandExecution:
+			pt.cmd = runtime.CommandPayload{Command: []string{in.Command}, Cwd: ot.t.Workspace}
+			pt.id = s.StartItem(api.KindCommandExecution, pt.cmd)
+		case api.KindFileChange:
+			pt.fc = runtime.FileChangesPayload{Changes: []runtime.FileChange{}}
 			if in.FilePath != "" {
 				// The part is shown before the tool runs: OpenCode asks
 				// deepcode for every edit first (permission "ask").
 				action := "update"
 				if p.Tool == "write" {
-					action = newFileAction(in.FilePath, ot.t.Workspace)
+					action = runtime.NewFileAction(in.FilePath, ot.t.Workspace)
 				}
-				pt.fc.Changes = append(pt.fc.Changes, FileChange{Path: in.FilePath, Action: action})
+				pt.fc.Changes = append(pt.fc.Changes, runtime.FileChange{Path: in.FilePath, Action: action})
 			}
-			pt.id = s.StartItem(KindFileChange, pt.fc)
+			pt.id = s.StartItem(api.KindFileChange, pt.fc)
 		}
 	}
 	if pt.id == "" || (p.State.Status != "completed" && p.State.Status != "error") {
 		return
 	}
-	st := ItemCompleted
+	st := api.ItemCompleted
 	if p.State.Status == "error" {
-		st = ItemFailed
+		st = api.ItemFailed
 	}
 	switch pt.kind {
-	case KindCommandExecution:
+	case api.KindCommandExecution:
 		var md struct {
 			Output string `json:"output"`
 			Exit   *int   `json:"exit"`
 		}
 		_ = json.Unmarshal(p.State.Metadata, &md)
-		out := firstNonEmpty(p.State.Output, md.Output, p.State.Error)
+		out := runtime.FirstNonEmpty(p.State.Output, md.Output, p.State.Error)
 		c := pt.cmd
 		c.ExitCode = md.Exit
-		c.Output = lastRunes(out, execOutputTail)
+		c.Output = runtime.LastRunes(out, runtime.OutputTail)
 		c.OutputBytes = int64(len(out))
 		if out != "" {
-			s.Delta(pt.id, OutputDelta{Stream: "stdout", Text: out})
+			s.Delta(pt.id, runtime.OutputDelta{Stream: "stdout", Text: out})
 		}
 		if md.Exit != nil && *md.Exit != 0 {
-			st = ItemFailed
+			st = api.ItemFailed
 		}
 		s.CompleteItem(pt.id, st, c)
-	case KindFileChange:
+	case api.KindFileChange:
 		s.CompleteItem(pt.id, st, pt.fc)
 	}
 	pt.id = ""
@@ -1227,12 +1232,12 @@ func (ot *opencodeTurn) closeItems() {
 			continue
 		}
 		switch pt.kind {
-		case KindAgentMessage:
-			ot.t.Sink.CompleteItem(pt.id, ItemFailed, MessagePayload{Text: pt.text})
-		case KindCommandExecution:
-			ot.t.Sink.CompleteItem(pt.id, ItemFailed, pt.cmd)
+		case api.KindAgentMessage:
+			ot.t.Sink.CompleteItem(pt.id, api.ItemFailed, runtime.MessagePayload{Text: pt.text})
+		case api.KindCommandExecution:
+			ot.t.Sink.CompleteItem(pt.id, api.ItemFailed, pt.cmd)
 		default:
-			ot.t.Sink.CompleteItem(pt.id, ItemFailed, pt.fc)
+			ot.t.Sink.CompleteItem(pt.id, api.ItemFailed, pt.fc)
 		}
 		pt.id = ""
 	}
@@ -1248,7 +1253,7 @@ func (ot *opencodeTurn) finishUsage() {
 func opencodeFailure(e *ocError) error {
 	msg := strings.TrimSpace(e.Data.Message)
 	if len(msg) > 500 {
-		msg = lastRunes(msg, 500)
+		msg = runtime.LastRunes(msg, 500)
 	}
 	low := strings.ToLower(msg)
 	status := e.Data.StatusCode
@@ -1269,7 +1274,7 @@ func opencodeFailure(e *ocError) error {
 // approve turns an opencode permission request into a deepcode approval
 // and replies with the decision.
 func (ot *opencodeTurn) approve(ctx context.Context, p *ocProps) {
-	perm := firstNonEmpty(p.Permission, p.Type)
+	perm := runtime.FirstNonEmpty(p.Permission, p.Type)
 	var md struct {
 		Command  string `json:"command"`
 		FilePath string `json:"filepath"`
@@ -1277,15 +1282,15 @@ func (ot *opencodeTurn) approve(ctx context.Context, p *ocProps) {
 	}
 	_ = json.Unmarshal(p.Metadata, &md)
 	details := map[string]string{"provider": "opencode", "permission": perm}
-	kind, summary := "tool", firstNonEmpty(p.Title, perm)
+	kind, summary := "tool", runtime.FirstNonEmpty(p.Title, perm)
 	switch perm {
 	case "bash":
-		cmd := firstNonEmpty(md.Command, strings.Join(p.Patterns, " "))
+		cmd := runtime.FirstNonEmpty(md.Command, strings.Join(p.Patterns, " "))
 		kind, summary = "command", cmd
 		details["command"] = cmd
 		details["cwd"] = ot.t.Workspace
 	case "edit", "write":
-		path := firstNonEmpty(md.FilePath, md.Path, strings.Join(p.Patterns, " "))
+		path := runtime.FirstNonEmpty(md.FilePath, md.Path, strings.Join(p.Patterns, " "))
 		kind, summary = "fileChange", "edit "+path
 		details["path"] = path
 	default:

@@ -1,4 +1,4 @@
-package agentd
+package runtime
 
 import "syscall"
 

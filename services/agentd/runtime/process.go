@@ -1,4 +1,4 @@
-package agentd
+package runtime
 
 import (
 	"bufio"
@@ -26,9 +26,9 @@ var runtimeInstall = map[string]struct{ bin, hint string }{
 	"opencode": {"opencode", "npm install -g opencode-ai"},
 }
 
-// resolveBinary finds the runtime's executable: the profile's binary, or
+// ResolveBinary finds the runtime's executable: the profile's binary, or
 // the provider's CLI on PATH.
-func resolveBinary(t *TurnRun) (string, error) {
+func ResolveBinary(t *TurnRun) (string, error) {
 	inst := runtimeInstall[t.Profile.Provider]
 	bin := t.Profile.Binary
 	if bin == "" {
@@ -43,10 +43,10 @@ func resolveBinary(t *TurnRun) (string, error) {
 	return path, nil
 }
 
-// providerSecrets are the environment variables that carry each provider's
+// ProviderSecrets are the environment variables that carry each provider's
 // credentials or endpoint: agentd's own environment passes them to that
 // provider's runtime only.
-var providerSecrets = map[string][]string{
+var ProviderSecrets = map[string][]string{
 	"codex":  {"OPENAI_API_KEY", "CODEX_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"},
 	"claude": {"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_OAUTH_TOKEN"},
 	// opencode's own key (the "deepcode" provider of a profile with
@@ -54,13 +54,13 @@ var providerSecrets = map[string][]string{
 	"opencode": {"OPENCODE_API_KEY", "OPENCODE_SERVER_PASSWORD"},
 }
 
-// runtimeEnv is the environment of a provider's runtime: agentd's own,
+// Env is the environment of a provider's runtime: agentd's own,
 // without deepcode's variables (but DEEPCODE_HOME) and other providers' credentials, plus the
 // profile's credential file, its env table and extra (in that order, later
 // wins). secrets lists the credential values, for redaction.
-func runtimeEnv(provider string, p config.Profile, extra map[string]string) (env []string, secrets []string, err error) {
+func Env(provider string, p config.Profile, extra map[string]string) (env []string, secrets []string, err error) {
 	var foreign []string
-	for prov, names := range providerSecrets {
+	for prov, names := range ProviderSecrets {
 		if prov != provider {
 			foreign = append(foreign, names...)
 		}
@@ -72,7 +72,7 @@ func runtimeEnv(provider string, p config.Profile, extra map[string]string) (env
 		if (strings.HasPrefix(k, "DEEPCODE_") && k != "DEEPCODE_HOME") || slices.Contains(foreign, k) {
 			continue
 		}
-		if slices.Contains(providerSecrets[provider], k) {
+		if slices.Contains(ProviderSecrets[provider], k) {
 			secrets = append(secrets, v)
 		}
 		env = append(env, kv)
@@ -82,26 +82,28 @@ func runtimeEnv(provider string, p config.Profile, extra map[string]string) (env
 		env = append(env, k+"="+v)
 	}
 	if p.CredentialsFile != "" {
-		creds, err := readCredentials(p.CredentialsFile)
+		creds, err := ReadCredentials(p.CredentialsFile)
 		if err != nil {
 			return nil, nil, err
 		}
-		for _, k := range sortedKeys(creds) {
+		for _, k := range SortedKeys(creds) {
 			set(k, creds[k])
 			secrets = append(secrets, creds[k])
 		}
 	}
-	for _, k := range sortedKeys(p.Env) {
+	for _, k := range SortedKeys(p.Env) {
 		set(k, p.Env[k])
 		secrets = append(secrets, p.Env[k])
 	}
-	for _, k := range sortedKeys(extra) {
+	for _, k := range SortedKeys(extra) {
 		set(k, extra[k])
 	}
 	return env, secrets, nil
 }
 
-func sortedKeys(m map[string]string) []string {
+// SortedKeys are the keys of m in order: an environment built from a map
+// is the same from one start to the next.
+func SortedKeys(m map[string]string) []string {
 	ks := make([]string, 0, len(m))
 	for k := range m {
 		ks = append(ks, k)
@@ -110,10 +112,10 @@ func sortedKeys(m map[string]string) []string {
 	return ks
 }
 
-// readCredentials reads a credential file: KEY=VALUE lines ("export " and
+// ReadCredentials reads a credential file: KEY=VALUE lines ("export " and
 // quotes allowed, # comments). It must be private to the user (no group or
 // other permission bits). Errors name the file, never its content.
-func readCredentials(path string) (map[string]string, error) {
+func ReadCredentials(path string) (map[string]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -161,8 +163,8 @@ func readCredentials(path string) (map[string]string, error) {
 	return out, nil
 }
 
-// redact replaces every secret value in s.
-func redact(s string, secrets []string) string {
+// Redact replaces every secret value in s.
+func Redact(s string, secrets []string) string {
 	for _, v := range secrets {
 		if len(v) >= 4 {
 			s = strings.ReplaceAll(s, v, "[redacted]")
@@ -171,15 +173,15 @@ func redact(s string, secrets []string) string {
 	return s
 }
 
-// runtimeProc is a runtime's process: stdin and stdout pipes, stderr kept
+// Proc is a runtime's process: stdin and stdout pipes, stderr kept
 // as a bounded tail, in its own process group (killed with agentd on
 // Linux).
-type runtimeProc struct {
+type Proc struct {
 	name    string
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
 	stdout  *os.File
-	stderr  *tailBuffer
+	stderr  *TailBuffer
 	secrets []string
 	done    chan struct{}
 	waitErr error
@@ -189,43 +191,44 @@ type runtimeProc struct {
 	cleanup   []func()
 }
 
-// procSpec describes a runtime process to start.
-type procSpec struct {
-	name    string
-	argv    []string
-	dir     string
-	env     []string
-	secrets []string
-	cleanup []func() // after the process is gone
+// ProcSpec describes a runtime process to start.
+type ProcSpec struct {
+	Name    string
+	Argv    []string
+	Dir     string
+	Env     []string
+	Secrets []string
+	Cleanup []func() // after the process is gone
 }
 
-func startRuntimeProc(s procSpec) (*runtimeProc, error) {
-	cmd := exec.Command(s.argv[0], s.argv[1:]...)
-	cmd.Dir = s.dir
-	cmd.Env = s.env
+// StartProc starts a runtime's process in its own group.
+func StartProc(s ProcSpec) (*Proc, error) {
+	cmd := exec.Command(s.Argv[0], s.Argv[1:]...)
+	cmd.Dir = s.Dir
+	cmd.Env = s.Env
 	cmd.WaitDelay = 2 * time.Second
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, errs.Wrap(err, errs.Internal, "cannot start %s", s.name)
+		return nil, errs.Wrap(err, errs.Internal, "cannot start %s", s.Name)
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return nil, errs.Wrap(err, errs.Internal, "cannot start %s", s.name)
+		return nil, errs.Wrap(err, errs.Internal, "cannot start %s", s.Name)
 	}
 	cmd.Stdout = pw
-	p := &runtimeProc{name: s.name, cmd: cmd, stdin: stdin, stdout: pr, stderr: &tailBuffer{max: 16 << 10}, secrets: s.secrets,
-		done: make(chan struct{}), cleanup: s.cleanup}
-	cmd.Stderr = writerFunc(func(b []byte) (int, error) { p.stderr.write(string(b)); return len(b), nil })
+	p := &Proc{name: s.Name, cmd: cmd, stdin: stdin, stdout: pr, stderr: NewTailBuffer(16 << 10), secrets: s.Secrets,
+		done: make(chan struct{}), cleanup: s.Cleanup}
+	cmd.Stderr = writerFunc(func(b []byte) (int, error) { p.stderr.Add(string(b)); return len(b), nil })
 	// The runtime outlives this goroutine's turn: it is started from a
 	// goroutine that is not locked to its thread, so the parent-death
 	// signal (tied to the forking thread) fires only when agentd exits.
-	if err := startInGroup(cmd); err != nil {
+	if err := StartInGroup(cmd); err != nil {
 		pr.Close()
 		pw.Close()
-		for _, f := range s.cleanup {
+		for _, f := range s.Cleanup {
 			f()
 		}
-		return nil, errs.Wrap(err, errs.ProviderUnavailable, "cannot start %s: %s", s.name, startProblem(err))
+		return nil, errs.Wrap(err, errs.ProviderUnavailable, "cannot start %s: %s", s.Name, StartProblem(err))
 	}
 	pw.Close()
 	go func() {
@@ -240,10 +243,24 @@ type writerFunc func([]byte) (int, error)
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 // Done is closed when the process has exited.
-func (p *runtimeProc) Done() <-chan struct{} { return p.done }
+func (p *Proc) Done() <-chan struct{} { return p.done }
 
-// writeLine writes one line to stdin.
-func (p *runtimeProc) writeLine(b []byte) error {
+// Name is the runtime's name in errors ("codex").
+func (p *Proc) Name() string { return p.name }
+
+// Stdout is the read end of the process's stdout.
+func (p *Proc) Stdout() *os.File { return p.stdout }
+
+// Stderr is the bounded tail of the process's stderr; what a runtime's
+// reader takes from stdout but means for a crash report goes there too.
+func (p *Proc) Stderr() *TailBuffer { return p.stderr }
+
+// Secrets are the credential values of the process's environment, for
+// Redact.
+func (p *Proc) Secrets() []string { return p.secrets }
+
+// WriteLine writes one line to stdin.
+func (p *Proc) WriteLine(b []byte) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	b = append(b, '\n')
@@ -253,22 +270,22 @@ func (p *runtimeProc) writeLine(b []byte) error {
 
 // Close ends the process: stdin closed, then SIGTERM, then SIGKILL to its
 // group, and runs the cleanups.
-func (p *runtimeProc) Close() {
+func (p *Proc) Close() {
 	p.closeOnce.Do(func() {
 		_ = p.stdin.Close()
 		select {
 		case <-p.done:
 		case <-time.After(500 * time.Millisecond):
-			terminateGroup(p.cmd.Process.Pid, false)
+			TerminateGroup(p.cmd.Process.Pid, false)
 			select {
 			case <-p.done:
 			case <-time.After(3 * time.Second):
-				terminateGroup(p.cmd.Process.Pid, true)
+				TerminateGroup(p.cmd.Process.Pid, true)
 				<-p.done
 			}
 		}
 		// Whatever the group left behind goes too.
-		terminateGroup(p.cmd.Process.Pid, true)
+		TerminateGroup(p.cmd.Process.Pid, true)
 		_ = p.stdout.Close()
 		for _, f := range p.cleanup {
 			f()
@@ -276,22 +293,22 @@ func (p *runtimeProc) Close() {
 	})
 }
 
-// kill ends the process at once.
-func (p *runtimeProc) kill() {
-	terminateGroup(p.cmd.Process.Pid, true)
+// Kill ends the process at once.
+func (p *Proc) Kill() {
+	TerminateGroup(p.cmd.Process.Pid, true)
 	p.Close()
 }
 
-// exitProblem describes how the process ended, for a crash error, with the
+// ExitProblem describes how the process ended, for a crash error, with the
 // telling line of its stderr (an "error" line, else the last; credentials
 // redacted).
-func (p *runtimeProc) exitProblem() string {
+func (p *Proc) ExitProblem() string {
 	state := "exited"
 	if p.cmd.ProcessState != nil {
 		state = p.cmd.ProcessState.String()
 	}
 	var last, errLine string
-	for _, l := range strings.Split(redact(p.stderr.String(), p.secrets), "\n") {
+	for _, l := range strings.Split(Redact(p.stderr.String(), p.secrets), "\n") {
 		l = strings.TrimSpace(l)
 		if l == "" || strings.HasPrefix(l, "Stack backtrace") || strings.HasSuffix(l, "<unknown>") || strings.HasPrefix(l, "at ") {
 			continue
@@ -301,7 +318,7 @@ func (p *runtimeProc) exitProblem() string {
 			errLine = l
 		}
 	}
-	line := firstNonEmpty(errLine, last)
+	line := FirstNonEmpty(errLine, last)
 	if len(line) > 400 {
 		line = line[:400] + "…"
 	}

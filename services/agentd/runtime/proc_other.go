@@ -1,6 +1,6 @@
 //go:build !linux && !windows
 
-package agentd
+package runtime
 
 import "syscall"
 

@@ -1,11 +1,11 @@
-package agentd
+// Package exec is the "exec" provider: a turn runs the profile's command
+// line in the workspace, its output one command execution item.
+package exec
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/deepcode-dev/deepcode/services/agentd/runtime"
+	"github.com/deepcode-dev/deepcode/shared/api"
 	"github.com/deepcode-dev/deepcode/shared/errs"
 )
 
@@ -20,34 +22,15 @@ import (
 // before its process group is killed.
 var execGrace = 5 * time.Second
 
-// execOutputTail bounds the output kept in the item's final payload; the
-// whole output is in the item's delta events.
-const execOutputTail = 64 << 10
-
-// execProvider runs the profile's command line in the workspace. An
+// Provider runs the profile's command line in the workspace. An
 // argument "{prompt}" is replaced by the prompt; without one the prompt is
 // written to the command's stdin.
-type execProvider struct{}
+type Provider struct{}
 
-func (execProvider) CanSteer() bool { return false }
+func (Provider) CanSteer() bool { return false }
 
-// CommandPayload is a command execution item's payload.
-type CommandPayload struct {
-	Command     []string `json:"command"`
-	Cwd         string   `json:"cwd"`
-	ExitCode    *int     `json:"exitCode,omitempty"`
-	Output      string   `json:"output,omitempty"`
-	OutputBytes int64    `json:"outputBytes,omitempty"`
-}
-
-// OutputDelta is a command execution item's delta.
-type OutputDelta struct {
-	Stream string `json:"stream"`
-	Text   string `json:"text"`
-}
-
-func (execProvider) Run(ctx context.Context, t *TurnRun) error {
-	defer lockThreadForChild()()
+func (Provider) Run(ctx context.Context, t *runtime.TurnRun) error {
+	defer runtime.LockThreadForChild()()
 	argv, stdin := commandLine(t.Profile.Command, t.Prompt)
 	if len(argv) == 0 {
 		return errs.New(errs.InvalidParams, "profile %q has no command", t.ProfileName)
@@ -69,21 +52,21 @@ func (execProvider) Run(ctx context.Context, t *TurnRun) error {
 	if err != nil {
 		return errs.Wrap(err, errs.Internal, "cannot run the command")
 	}
-	item := t.Sink.StartItem(KindCommandExecution, CommandPayload{Command: argv, Cwd: t.Workspace})
-	if err := startInGroup(cmd); err != nil {
-		t.Sink.CompleteItem(item, ItemFailed, CommandPayload{Command: argv, Cwd: t.Workspace})
+	item := t.Sink.StartItem(api.KindCommandExecution, runtime.CommandPayload{Command: argv, Cwd: t.Workspace})
+	if err := runtime.StartInGroup(cmd); err != nil {
+		t.Sink.CompleteItem(item, api.ItemFailed, runtime.CommandPayload{Command: argv, Cwd: t.Workspace})
 		// The OS error is the internal cause: logged, not in the payload.
-		return errs.Wrap(err, errs.ProviderUnavailable, "cannot start %s: %s", argv[0], startProblem(err))
+		return errs.Wrap(err, errs.ProviderUnavailable, "cannot start %s: %s", argv[0], runtime.StartProblem(err))
 	}
-	out := &tailBuffer{max: execOutputTail}
+	out := runtime.NewTailBuffer(runtime.OutputTail)
 	var wg sync.WaitGroup
 	for stream, r := range map[string]io.Reader{"stdout": stdout, "stderr": stderr} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			pump(r, func(text string) {
-				out.write(text)
-				t.Sink.Delta(item, OutputDelta{Stream: stream, Text: text})
+				out.Add(text)
+				t.Sink.Delta(item, runtime.OutputDelta{Stream: stream, Text: text})
 			})
 		}()
 	}
@@ -98,45 +81,34 @@ func (execProvider) Run(ctx context.Context, t *TurnRun) error {
 	case waitErr = <-waited:
 	case <-ctx.Done():
 		cancelled = true
-		terminateGroup(cmd.Process.Pid, false)
+		runtime.TerminateGroup(cmd.Process.Pid, false)
 		select {
 		case waitErr = <-waited:
 		case <-time.After(execGrace):
-			terminateGroup(cmd.Process.Pid, true)
+			runtime.TerminateGroup(cmd.Process.Pid, true)
 			waitErr = <-waited
 		}
 	}
 	code := cmd.ProcessState.ExitCode()
-	final := CommandPayload{Command: argv, Cwd: t.Workspace, ExitCode: &code, Output: out.String(), OutputBytes: out.total}
+	final := runtime.CommandPayload{Command: argv, Cwd: t.Workspace, ExitCode: &code, Output: out.String(), OutputBytes: out.Total()}
 	if tail := strings.TrimSpace(out.String()); tail != "" {
-		t.Sink.Response(lastRunes(tail, 4096))
+		t.Sink.Response(runtime.LastRunes(tail, 4096))
 	}
 	if cancelled {
-		t.Sink.CompleteItem(item, ItemFailed, final)
+		t.Sink.CompleteItem(item, api.ItemFailed, final)
 		return ctx.Err()
 	}
 	if waitErr != nil {
 		var ee *exec.ExitError
 		if !errors.As(waitErr, &ee) {
-			t.Sink.CompleteItem(item, ItemFailed, final)
+			t.Sink.CompleteItem(item, api.ItemFailed, final)
 			return errs.Wrap(waitErr, errs.ProviderUnavailable, "the command could not be waited for")
 		}
-		t.Sink.CompleteItem(item, ItemFailed, final)
+		t.Sink.CompleteItem(item, api.ItemFailed, final)
 		return errs.New(errs.TaskFailed, "%s exited with %s", argv[0], ee.ProcessState.String()).With("exitCode", code)
 	}
-	t.Sink.CompleteItem(item, ItemCompleted, final)
+	t.Sink.CompleteItem(item, api.ItemCompleted, final)
 	return nil
-}
-
-// startProblem says why a command did not start, without internals.
-func startProblem(err error) string {
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return "the program does not exist"
-	case errors.Is(err, fs.ErrPermission):
-		return "the program is not executable"
-	}
-	return "see the service log"
 }
 
 // commandLine substitutes the prompt; stdin reports that it goes to stdin.
@@ -186,45 +158,4 @@ func validPrefix(data []byte) int {
 		}
 	}
 	return len(data)
-}
-
-// tailBuffer keeps the last max bytes written.
-type tailBuffer struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	max   int
-	total int64
-}
-
-func (b *tailBuffer) write(s string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.total += int64(len(s))
-	b.buf.WriteString(s)
-	if over := b.buf.Len() - b.max; over > 0 {
-		rest := b.buf.Bytes()[over:]
-		for len(rest) > 0 && !utf8.RuneStart(rest[0]) {
-			rest = rest[1:]
-		}
-		kept := append([]byte(nil), rest...)
-		b.buf.Reset()
-		b.buf.Write(kept)
-	}
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func lastRunes(s string, maxBytes int) string {
-	if len(s) <= maxBytes {
-		return s
-	}
-	s = s[len(s)-maxBytes:]
-	for len(s) > 0 && !utf8.RuneStart(s[0]) {
-		s = s[1:]
-	}
-	return s
 }

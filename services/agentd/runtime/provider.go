@@ -1,12 +1,18 @@
-package agentd
+// Package runtime is what agentd's agent runtimes share: the Provider
+// interface a runtime implements, the TurnRun it is given, the Sink it
+// reports through, the pool of warm runtime processes and the helpers that
+// start and stop them. Each provider is a package of its own below it
+// (runtime/codex, runtime/claude, …); agentd maps a profile to one and
+// implements the Sink over its journal, so nothing here imports agentd.
+package runtime
 
 import (
 	"context"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/deepcode-dev/deepcode/shared/config"
-	"github.com/deepcode-dev/deepcode/shared/errs"
 )
 
 // Provider runs turns for one kind of agent runtime. Provider session ids
@@ -22,6 +28,11 @@ type Provider interface {
 	CanSteer() bool
 }
 
+// InterruptGrace is how long an interrupted turn of a runtime (codex's
+// turn/interrupt, claude's interrupt request, opencode's abort) may take
+// to end before the runtime is killed.
+var InterruptGrace = 10 * time.Second
+
 // TurnRun is one turn as a provider sees it.
 type TurnRun struct {
 	ThreadID    string
@@ -34,38 +45,19 @@ type TurnRun struct {
 	Reasoning   string
 	// SessionID is the thread's durable provider session, "" at first.
 	SessionID string
-	Sink      *Sink
+	Sink      Sink
 	// Steer delivers inputs accepted into this turn's mailbox.
 	Steer <-chan string
 
-	// pool keeps the warm runtimes of the runtime providers.
-	pool *runtimePool
+	// Pool keeps the warm runtimes of the runtime providers.
+	Pool *Pool
 }
 
-// providerFor returns the provider of a profile.
-func providerFor(p config.Profile) (Provider, error) {
-	switch p.Provider {
-	case "exec":
-		return execProvider{}, nil
-	case "script":
-		return scriptProvider{}, nil
-	case "codex":
-		return codexProvider{}, nil
-	case "claude":
-		return claudeProvider{}, nil
-	case "opencode":
-		return opencodeProvider{}, nil
-	case "deepcode":
-		return nativeProvider{}, nil
-	}
-	return nil, errs.New(errs.ProviderUnavailable, "provider %q is not available in this build", p.Provider)
-}
-
-// newFileAction is what a tool that creates or replaces a whole file
+// NewFileAction is what a tool that creates or replaces a whole file
 // (claude's Write, opencode's write) does to path, in the words codex uses
 // for its patches: "add" unless the file is already there. It is asked
 // before the tool runs.
-func newFileAction(path, workspace string) string {
+func NewFileAction(path, workspace string) string {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(workspace, path)
 	}

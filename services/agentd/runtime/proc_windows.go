@@ -1,4 +1,4 @@
-package agentd
+package runtime
 
 import (
 	"os"
@@ -8,11 +8,11 @@ import (
 	"syscall"
 )
 
-// startInGroup starts cmd. A command line run by cmd.exe (the built-in
+// StartInGroup starts cmd. A command line run by cmd.exe (the built-in
 // shell profile's) is written out by hand (cmdExeLine): Go quotes arguments
 // for programs that split their command line like the C runtime, which
 // cmd.exe does not.
-func startInGroup(cmd *exec.Cmd) error {
+func StartInGroup(cmd *exec.Cmd) error {
 	if line, ok := cmdExeLine(cmd.Args); ok {
 		if cmd.SysProcAttr == nil {
 			cmd.SysProcAttr = &syscall.SysProcAttr{}
@@ -47,16 +47,18 @@ func cmdExeLine(args []string) (string, bool) {
 	return "", false
 }
 
-func lockThreadForChild() (unlock func()) { return func() {} }
+// LockThreadForChild: Windows has no parent-death signal to pin.
+func LockThreadForChild() (unlock func()) { return func() {} }
 
-func terminateGroup(pid int, _ bool) {
+// TerminateGroup kills the process (Windows has no process groups here).
+func TerminateGroup(pid int, _ bool) {
 	if p, err := os.FindProcess(pid); err == nil {
 		_ = p.Kill()
 	}
 }
 
-// processAlive reports whether a process with that pid exists.
-func processAlive(pid int) bool {
+// ProcessAlive reports whether a process with that pid exists.
+func ProcessAlive(pid int) bool {
 	p, err := os.FindProcess(pid)
 	if err != nil {
 		return false
