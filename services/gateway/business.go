@@ -73,7 +73,6 @@ type session struct {
 	peer        *rpc.Peer
 	initialized atomic.Bool
 	surface     string
-	out         outbox // notifications (outbox.go)
 }
 
 // serve upgrades and serves one client connection.
@@ -90,12 +89,12 @@ func (b *business) serveWith(w http.ResponseWriter, r *http.Request, attach func
 	}
 	defer b.conns.Add(-1)
 	s := &session{b: b}
-	// The peer queues the answers; notifications have their own queue
-	// (outbox.go), and the two share the connection's output bounds.
+	// The peer queues the answers, and notifications in its lane
+	// (outbox.go); the two share the connection's output bounds.
+	lane := notificationLane
 	b.g.svc.ServePeerHook(w, r, rpc.HandlerFunc(s.handle), rpc.PeerOptions{Executor: b.executor,
-		OutboundFrames: replyFrames, OutboundBytes: replyBytes}, attach)
+		OutboundFrames: replyFrames, OutboundBytes: replyBytes, Lane: &lane}, attach)
 	b.unsubscribe(s)
-	s.stopNotifications()
 }
 
 func (s *session) handle(ctx context.Context, req *rpc.Request) (any, error) {

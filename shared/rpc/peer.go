@@ -67,6 +67,9 @@ type PeerOptions struct {
 	// MaxMessage bounds one outgoing message; a larger result is answered
 	// with RESPONSE_TOO_LARGE instead. Default 1 MiB.
 	MaxMessage int64
+	// Lane, when set, gives the peer a notification lane (lane.go) beside
+	// the queue that OutboundFrames and OutboundBytes bound.
+	Lane *LaneOptions
 }
 
 func (o *PeerOptions) fill() {
@@ -135,6 +138,7 @@ type Peer struct {
 	busy, handoff bool
 	closeReq      *CloseError // set by Close: written after the queued frames
 	outWake       chan struct{}
+	lane          *lane // notifications (lane.go); nil without PeerOptions.Lane
 
 	callMu  sync.Mutex
 	nextID  int64
@@ -155,6 +159,9 @@ func NewPeer(conn *WSConn, opts PeerOptions) *Peer {
 		outWake: make(chan struct{}, 1),
 		pending: map[string]chan *Message{},
 		done:    make(chan struct{}),
+	}
+	if opts.Lane != nil {
+		p.lane = &lane{opts: *opts.Lane}
 	}
 	p.handlerCtx = context.WithValue(context.WithoutCancel(opts.BaseContext), peerKey{}, p)
 	return p
@@ -216,8 +223,17 @@ func (p *Peer) Close(code ws.StatusCode, reason string) {
 	if p.closeReq == nil {
 		p.closeReq = ce
 	}
+	// Notifications still queued are dropped: a client recovers them from
+	// the events it replays, as after any disconnect.
+	p.dropLaneLocked()
 	p.outMu.Unlock()
 	wake(p.outWake)
+}
+
+func (p *Peer) dropLaneLocked() {
+	if p.lane != nil {
+		p.lane.drop()
+	}
 }
 
 // Abort closes without delivering queued output (a queue overflowed, here
@@ -234,6 +250,7 @@ func (p *Peer) Abort(code ws.StatusCode, reason string) {
 	p.outMu.Lock()
 	p.outQ, p.outBytes = nil, 0
 	p.closeReq = ce
+	p.dropLaneLocked()
 	p.outMu.Unlock()
 	p.conn.interruptWrites()
 	wake(p.outWake)
@@ -452,7 +469,7 @@ func (p *Peer) writeThrough(b []byte) {
 	default:
 		p.writingFrames, p.writingBytes = 0, 0
 		p.busy = false
-		if len(p.outQ) == 0 && p.closeReq == nil {
+		if len(p.outQ) == 0 && p.closeReq == nil && !p.lane.queued() {
 			p.outMu.Unlock()
 			return
 		}
@@ -462,6 +479,9 @@ func (p *Peer) writeThrough(b []byte) {
 }
 
 func (p *Peer) writeFailed(err error) {
+	p.outMu.Lock()
+	p.dropLaneLocked()
+	p.outMu.Unlock()
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		p.opts.Logger.Warn("closing a connection: the client read nothing for the write timeout", "err", err)
 	}
@@ -516,11 +536,19 @@ func (p *Peer) writeLoop() {
 		clear(batch) // drop the references to the written frames
 		p.outMu.Lock()
 		p.writingFrames, p.writingBytes = 0, 0
-		p.busy = false
 		if cap(batch) <= maxSpare && p.outSpare == nil {
 			p.outSpare = batch[:0]
 		}
-		more := len(p.outQ) > 0 || p.closeReq != nil
+		laneQueued := p.lane.queued()
+		p.outMu.Unlock()
+		// Then a chunk of notifications, still owning the stream: the
+		// answers queued meanwhile go first in the next round.
+		if laneQueued && !p.writeLaneChunk() {
+			return
+		}
+		p.outMu.Lock()
+		p.busy = false
+		more := len(p.outQ) > 0 || p.closeReq != nil || p.lane.queued()
 		p.outMu.Unlock()
 		if more {
 			wake(p.outWake)
