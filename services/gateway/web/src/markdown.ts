@@ -1,12 +1,14 @@
 // Markdown for agent messages. Model output is untrusted and the page holds
 // a session cookie, so: raw HTML in the text is shown as text (never
 // parsed), the rendered HTML goes through DOMPurify (no scripts, event
-// handlers or javascript: URLs survive), and links open in a new tab without
+// handlers or javascript: URLs survive) unless it is plain formatting that
+// cannot carry any (plainhtml.ts), and links open in a new tab without
 // the opener. Code blocks carry a copy button; highlighting loads per
 // language on demand (highlight.ts), after the text is already readable.
 
 import DOMPurify from 'dompurify';
 import { Marked, type Tokens } from 'marked';
+import { plainFormatting } from './plainhtml';
 
 const escapes: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 export function escapeHtml(s: string): string {
@@ -53,17 +55,21 @@ const CACHE_MAX = 4000;
 export function renderMarkdown(text: string, remember = true): string {
   const hit = cache.get(text);
   if (hit !== undefined) return hit;
-  hook();
-  const raw = marked.parse(text) as string;
-  const clean = DOMPurify.sanitize(raw.trim(), {
-    FORBID_TAGS: ['style', 'form', 'input', 'textarea', 'select', 'iframe', 'object', 'embed', 'svg', 'math'],
-    FORBID_ATTR: ['style'],
-    ALLOWED_URI_REGEXP: /^(?:https?:|mailto:|#)/i,
-  });
+  const raw = (marked.parse(text) as string).trim();
+  const clean = plainFormatting(raw) ? raw : sanitize(raw);
   if (!remember) return clean;
   if (cache.size >= CACHE_MAX) cache.delete(cache.keys().next().value as string);
   cache.set(text, clean);
   return clean;
+}
+
+function sanitize(raw: string): string {
+  hook();
+  return DOMPurify.sanitize(raw, {
+    FORBID_TAGS: ['style', 'form', 'input', 'textarea', 'select', 'iframe', 'object', 'embed', 'svg', 'math'],
+    FORBID_ATTR: ['style'],
+    ALLOWED_URI_REGEXP: /^(?:https?:|mailto:|#)/i,
+  });
 }
 
 /** The HTML for a text already rendered and remembered, if any. */
