@@ -27,6 +27,8 @@ const GUESS: Record<string, number> = { turn: 40, end: 28, approval: 64, agentMe
  * of rows the next page moves past, a long task each for nothing shown.
  */
 const CATCH_UP_DRAW_MS = 1000;
+/** Lines of a message from the user shown before "show all". */
+const MESSAGE_LINES = 40;
 /** Command output lines shown before "show all". */
 const OUTPUT_LINES = 12;
 /** Diffs longer than this many lines start collapsed. */
@@ -646,12 +648,9 @@ function ItemBlock({ item, eager }: { item: Item; eager: boolean }) {
 }
 
 function itemBody(item: Item, eager: boolean) {
-  const p = item.payload;
   switch (item.kind) {
-    case 'userMessage': {
-      const steer = p.submission === 'steer';
-      return html`<span class="who">${steer ? 'You (steering)' : 'You'}</span><div class="item-text bubble">${item.text}</div>${steer && p.deliveryState ? html`<span class="badge">${statusLabel(String(p.deliveryState))}</span>` : null}`;
-    }
+    case 'userMessage':
+      return html`<${UserBlock} item=${item} />`;
     case 'agentMessage':
       return html`<span class="who">Agent</span><${Markdown} text=${item.text} live=${item.status === 'inProgress'} eager=${eager} />`;
     case 'commandExecution':
@@ -692,6 +691,22 @@ function Markdown({ text, live, eager }: { text: string; live: boolean; eager: b
 /** Streaming text changes every delta: render it without filling the cache. */
 function renderMarkdownUncached(text: string): string {
   return renderMarkdown(text, false);
+}
+
+/**
+ * A message from the user; a long one (a pasted file, a script of many
+ * steps) shows its first lines until "show all": laid out whole, a
+ * thousand lines are one long task each time the row is drawn.
+ */
+function UserBlock({ item }: { item: Item }) {
+  const p = item.payload;
+  const steer = p.submission === 'steer';
+  const [open, setOpen] = useState(false);
+  const lines = item.text.split('\n');
+  const long = lines.length > MESSAGE_LINES;
+  return html`<span class="who">${steer ? 'You (steering)' : 'You'}</span><div class="item-text bubble">${long && !open ? lines.slice(0, MESSAGE_LINES).join('\n') + '\n…' : item.text}</div>
+    ${long ? html`<button class="link" aria-expanded=${open} onClick=${() => setOpen(!open)}>${open ? 'Show the first lines only' : `Show all ${lines.length} lines`}</button>` : null}
+    ${steer && p.deliveryState ? html`<span class="badge">${statusLabel(String(p.deliveryState))}</span>` : null}`;
 }
 
 function CommandBlock({ item }: { item: Item }) {
