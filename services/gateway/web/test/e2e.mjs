@@ -47,6 +47,8 @@ async function ask(need) {
   return answer;
 }
 
+/** The page of the budgets (the long thread), for what a failure prints. */
+let budgetPage = null;
 let checks = 0;
 const started = Date.now();
 function check(cond, what) {
@@ -103,12 +105,13 @@ async function startTrace(page) {
     const tasks = events
       .filter((e) => e.ph === 'X' && (e.name === 'RunTask' || e.name === 'ThreadControllerImpl::RunTask') && mains.has(`${e.pid}:${e.tid}`))
       .sort((a, b) => a.ts - b.ts || b.dur - a.dur);
-    // Top-level tasks only (RunTask nests ThreadControllerImpl::RunTask).
+    // Top-level tasks only, per thread (RunTask nests ThreadControllerImpl::RunTask).
     const out = [];
-    let until = -1;
+    const until = new Map();
     for (const e of tasks) {
-      if (e.ts < until) continue;
-      until = e.ts + e.dur;
+      const thread = `${e.pid}:${e.tid}`;
+      if (e.ts < (until.get(thread) ?? -1)) continue;
+      until.set(thread, e.ts + e.dur);
       out.push({ ms: e.dur / 1000, cpuMs: (e.tdur ?? e.dur) / 1000 });
     }
     return out;
@@ -744,6 +747,7 @@ try {
 
   // Budgets. Initial JavaScript: what the page loads before anything is used.
   const budget = await context.newPage();
+  budgetPage = budget;
   const scripts = [];
   budget.on('response', (r) => {
     if (r.url().endsWith('.js')) scripts.push(r.url());
@@ -867,6 +871,13 @@ try {
     const text = await page.evaluate(() => document.body.innerText).catch(() => '(no page)');
     console.log(`--- main page text ---\n${text}\n---`);
     if (shotsDir) await page.screenshot({ path: join(shotsDir, 'failure.png') }).catch(() => undefined);
+  }
+  if (budgetPage && !budgetPage.isClosed()) {
+    const rows = await budgetPage
+      .evaluate(() => [...document.querySelectorAll('[data-testid=transcript] [data-row]')].slice(-5).map((e) => `${e.dataset.row}: ${e.textContent.slice(0, 120)}`).join('\n'))
+      .catch(() => '(no page)');
+    const head = await budgetPage.evaluate(() => document.querySelector('.thread-head')?.textContent ?? '').catch(() => '');
+    console.log(`--- the budget page's last rows (${head}) ---\n${rows}\n---`);
   }
   process.exitCode = 1;
 } finally {
