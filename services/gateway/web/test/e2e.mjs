@@ -748,6 +748,7 @@ try {
   // Budgets. Initial JavaScript: what the page loads before anything is used.
   const budget = await context.newPage();
   budgetPage = budget;
+  watch(budget, 'budget');
   const scripts = [];
   budget.on('response', (r) => {
     if (r.url().endsWith('.js')) scripts.push(r.url());
@@ -876,7 +877,9 @@ try {
     const rows = await budgetPage
       .evaluate(() => [...document.querySelectorAll('[data-testid=transcript] [data-row]')].slice(-5).map((e) => `${e.dataset.row}: ${e.textContent.slice(0, 120)}`).join('\n'))
       .catch(() => '(no page)');
-    const head = await budgetPage.evaluate(() => document.querySelector('.thread-head')?.textContent ?? '').catch(() => '');
+    const head = await budgetPage
+      .evaluate(() => `${document.querySelector('.thread-head')?.textContent ?? ''}; turns ${[...document.querySelectorAll('[data-testid=turn]')].map((e) => e.dataset.status)}; ${document.querySelector('[data-testid=connection]')?.textContent ?? ''}`)
+      .catch(() => '');
     console.log(`--- the budget page's last rows (${head}) ---\n${rows}\n---`);
   }
   process.exitCode = 1;
