@@ -340,9 +340,11 @@ function ThreadView({ ctl }: Props) {
   const pinnedAt = useRef<number | null>(null);
   // The user scrolled up, and the scroll event is not in yet (it comes
   // with the next frame): stop following now, or this draw would pull
-  // the view back down.
+  // the view back down. A view still at the bottom was not scrolled: the
+  // content shrank under it (rows measured smaller than guessed), which
+  // lowers scrollTop too.
   const noticeScrollUp = (s: HTMLElement) => {
-    if (following.current && pinnedAt.current !== null && s.scrollTop < pinnedAt.current - 48) following.current = false;
+    if (following.current && pinnedAt.current !== null && s.scrollTop < pinnedAt.current - 48 && s.scrollHeight - s.scrollTop - s.clientHeight >= 48) following.current = false;
   };
   /** The transcript's rows as drawn last (vnodes), kept while a replay holds them. */
   const body = useRef<unknown[] | null>(null);
