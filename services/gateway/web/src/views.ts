@@ -16,8 +16,6 @@ type Props = { ctl: Controller };
 
 /** Pixels of transcript drawn beyond each edge of the view (the rest are spacers). */
 const OVERSCAN = 800;
-/** Pixels drawn beyond each edge of the view when the window moved to rows not drawn yet. */
-const LEAN_OVERSCAN = 100;
 /** First height guesses (px) by row kind, before any row of the kind was measured. */
 const GUESS: Record<string, number> = { turn: 40, end: 28, approval: 64, agentMessage: 52, userMessage: 52, commandExecution: 90, fileChange: 56 };
 /**
@@ -400,15 +398,7 @@ function ThreadView({ ctl }: Props) {
       const at = anchor.current ? keys.indexOf(anchor.current.key) : -1;
       top = at >= 0 ? offs[at] - anchor.current!.off : el.scrollTop;
     }
-    // Rows that have nothing in common with the window drawn last (opening
-    // the thread, a long jump, the end of a hold) are drawn for the view
-    // only: laying out the rows around it too would make one long task.
-    // The layout effect finds the window short and draws those next.
-    let win = rangeAt(offs, top - OVERSCAN, top + viewH + OVERSCAN);
-    const last = drawn.current;
-    if (ready && (last === null || win[0] > keys.indexOf(last.last) || win[1] <= keys.indexOf(last.first))) {
-      win = rangeAt(offs, top - LEAN_OVERSCAN, top + viewH + LEAN_OVERSCAN);
-    }
+    const win = rangeAt(offs, top - OVERSCAN, top + viewH + OVERSCAN);
     // The rows in view (and a little past it): their bodies are rendered at once.
     const vis = rangeAt(offs, top - 100, top + viewH + 100);
     drawn.current = n === 0 ? null : { first: keys[win[0]], last: keys[win[1] - 1], atStart: win[0] === 0, atEnd: win[1] === n };
