@@ -438,8 +438,14 @@ function ThreadView({ ctl }: Props) {
     const s = scroller.current;
     if (!s) return;
     const bottom = s.scrollHeight - s.scrollTop - s.clientHeight < 48;
-    following.current = bottom;
-    if (bottom !== atBottom) setAtBottom(bottom);
+    if (bottom) pinnedAt.current = s.scrollTop;
+    // Rows drawn or rendered below the view since it was at the bottom
+    // (Markdown rendered in a later slice, before the ResizeObserver
+    // pulls the view down) move the bottom away without a scroll: only a
+    // scroll up stops following.
+    const follow = bottom || (following.current && pinnedAt.current !== null && s.scrollTop >= pinnedAt.current - 48);
+    following.current = follow;
+    if (follow !== atBottom) setAtBottom(follow);
     if (!covered(s, content.current, drawn.current)) redraw();
   };
   const jump = () => {
