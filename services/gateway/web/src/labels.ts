@@ -94,15 +94,23 @@ export function humanError(method: string, code: string): HumanError {
 /** A short relative or absolute time for hover titles. */
 export function timeLabel(iso: string | undefined): string {
   if (!iso) return '';
+  // Each draw labels every thread listed and every row drawn again, and
+  // formatting is the dearer part of drawing a row: remember the labels.
+  const hit = timeLabels.get(iso);
+  if (hit !== undefined) return hit;
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return '';
-  // One formatter for all labels: toLocaleString builds a new one per call,
-  // which a list of threads and a transcript call hundreds of times a render.
+  // One formatter for all labels: toLocaleString builds a new one per call.
   timeFormat ??= new Intl.DateTimeFormat(undefined, { year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric', second: 'numeric' });
-  return timeFormat.format(d);
+  const label = timeFormat.format(d);
+  if (timeLabels.size >= TIME_LABELS_MAX) timeLabels.clear();
+  timeLabels.set(iso, label);
+  return label;
 }
 
 let timeFormat: Intl.DateTimeFormat | undefined;
+const timeLabels = new Map<string, string>();
+const TIME_LABELS_MAX = 5000;
 
 /** A duration such as "1.2 s" or "3 min 4 s". */
 export function durationLabel(fromIso: string | undefined, toIso: string | undefined): string {

@@ -5,6 +5,8 @@ import { html } from 'htm/preact';
 import { render } from 'preact';
 import { checkSession, exchange, takeTicket } from './auth';
 import { Controller } from './controller';
+import { timeLabel } from './labels';
+import { warmUp } from './markdown';
 import { BrowserRuntime } from './runtime';
 import { App } from './views';
 
@@ -31,6 +33,10 @@ async function main(): Promise<void> {
   render(html`<${App} ctl=${ctl} />`, root);
   if (failure !== undefined) ctl.notice('error', `Sign-in failed: ${failure}`);
   rt.start();
+  // While the page waits for its threads: what the first draws would
+  // otherwise pay for on first use, in small tasks of its own.
+  setTimeout(() => timeLabel(new Date().toISOString()), 0);
+  warmUp();
   // A new link opened in this tab changes only the fragment: start over with it.
   window.addEventListener('hashchange', () => {
     if (/(^#|&)ticket=/.test(location.hash)) location.reload();

@@ -1,11 +1,12 @@
 // Views (preact + htm). They read the Controller and call its actions.
 
 import { html } from 'htm/preact';
+import { Component } from 'preact';
 import { useEffect, useLayoutEffect, useReducer, useRef, useState } from 'preact/hooks';
 import type { Controller, EnterMode, Notice } from './controller';
 import { highlightUnder } from './highlight';
 import { durationLabel, statusLabel, timeLabel } from './labels';
-import { cachedMarkdown, renderMarkdown, renderMarkdownLater } from './markdown';
+import { cachedMarkdown, renderMarkdown, renderMarkdownLater, renderMarkdownNow } from './markdown';
 import type { ItemView as Item, Row, ThreadModel, TurnView as Turn } from './model';
 import type { ConnectionState } from './runtime';
 import type { Approval, Thread } from './types';
@@ -17,6 +18,15 @@ type Props = { ctl: Controller };
 const OVERSCAN = 800;
 /** First height guesses (px) by row kind, before any row of the kind was measured. */
 const GUESS: Record<string, number> = { turn: 40, end: 28, approval: 64, agentMessage: 52, userMessage: 52, commandExecution: 90, fileChange: 56 };
+/**
+ * While the thread's history is replayed (opening it, catching up after a
+ * reconnection), its rows are drawn at most this often (ms), and at once
+ * when the replay ends: each page of events would otherwise draw a window
+ * of rows the next page moves past, a long task each for nothing shown.
+ */
+const CATCH_UP_DRAW_MS = 1000;
+/** Lines of a message from the user shown before "show all". */
+const MESSAGE_LINES = 40;
 /** Command output lines shown before "show all". */
 const OUTPUT_LINES = 12;
 /** Diffs longer than this many lines start collapsed. */
@@ -196,8 +206,25 @@ function basename(path: string): string {
   return parts[parts.length - 1] ?? path;
 }
 
-function ThreadEntry({ ctl, thread, snippet }: Props & { thread: Thread; snippet?: string }) {
-  const selected = thread.id === ctl.model?.threadId;
+type EntryProps = Props & { thread: Thread; snippet?: string; selected: boolean; minute: number };
+
+/**
+ * A thread in the list, drawn again only when its thread, snippet or
+ * selection changed, or a minute passed (its "updated … ago"): the page
+ * redraws on every change, and the list holds a hundred threads and more.
+ */
+class ThreadEntry extends Component<EntryProps> {
+  override shouldComponentUpdate(next: EntryProps): boolean {
+    const p = this.props;
+    return next.thread !== p.thread || next.snippet !== p.snippet || next.selected !== p.selected || next.minute !== p.minute;
+  }
+
+  override render(p: EntryProps) {
+    return threadEntry(p);
+  }
+}
+
+function threadEntry({ ctl, thread, snippet, selected }: EntryProps) {
   const st = threadStatus(thread);
   return html`<li>
     <button
@@ -219,8 +246,23 @@ function ThreadEntry({ ctl, thread, snippet }: Props & { thread: Thread; snippet
   </li>`;
 }
 
+/** Threads drawn in the task that first draws the list; LIST_STEP more in each task after it. */
+const LIST_FIRST = 30;
+const LIST_STEP = 35;
+
 function ThreadList({ ctl }: Props) {
   const hits = ctl.searchHits;
+  const current = ctl.model?.threadId;
+  const minute = Math.floor(Date.now() / 60_000);
+  // A page of a hundred threads drawn at once (with the thread it opens)
+  // is a long task: draw the first ones, the rest in the tasks after.
+  const [shown, setShown] = useState(LIST_FIRST);
+  const count = hits?.length ?? ctl.threads.length;
+  useEffect(() => {
+    if (shown >= count) return;
+    const t = setTimeout(() => setShown((n) => n + LIST_STEP), 0);
+    return () => clearTimeout(t);
+  }, [shown, count]);
   return html`
     <nav class="threads" aria-label="Thread list">
       <div class="side-row">
@@ -231,11 +273,11 @@ function ThreadList({ ctl }: Props) {
       ${hits !== null
         ? html`<ul data-testid="search-results">
             ${hits.length === 0 ? html`<li class="none">No thread matches.</li>` : null}
-            ${hits.map((h) => html`<${ThreadEntry} key=${h.thread.id} ctl=${ctl} thread=${h.thread} snippet=${h.field === 'text' ? h.snippet : undefined} />`)}
+            ${hits.slice(0, shown).map((h) => html`<${ThreadEntry} key=${h.thread.id} ctl=${ctl} thread=${h.thread} snippet=${h.field === 'text' ? h.snippet : undefined} selected=${h.thread.id === current} minute=${minute} />`)}
           </ul>`
         : html`<ul>
             ${ctl.threads.length === 0 ? html`<li class="none">No threads yet.</li>` : null}
-            ${ctl.threads.map((t) => html`<${ThreadEntry} key=${t.id} ctl=${ctl} thread=${t} />`)}
+            ${ctl.threads.slice(0, shown).map((t) => html`<${ThreadEntry} key=${t.id} ctl=${ctl} thread=${t} selected=${t.id === current} minute=${minute} />`)}
           </ul>`}
       ${hits === null && ctl.threadsCursor
         ? html`<button class="link" data-testid="more-threads" onClick=${() => void ctl.moreThreads()} disabled=${ctl.loadingThreads || !ctl.rt.connected}>
@@ -296,50 +338,95 @@ function ThreadView({ ctl }: Props) {
   const pinnedAt = useRef<number | null>(null);
   // The user scrolled up, and the scroll event is not in yet (it comes
   // with the next frame): stop following now, or this draw would pull
-  // the view back down.
+  // the view back down. A view still at the bottom was not scrolled: the
+  // content shrank under it (rows measured smaller than guessed), which
+  // lowers scrollTop too.
   const noticeScrollUp = (s: HTMLElement) => {
-    if (following.current && pinnedAt.current !== null && s.scrollTop < pinnedAt.current - 48) following.current = false;
+    if (following.current && pinnedAt.current !== null && s.scrollTop < pinnedAt.current - 48 && s.scrollHeight - s.scrollTop - s.clientHeight >= 48) following.current = false;
   };
+  /** The transcript's rows as drawn last (vnodes), kept while a replay holds them. */
+  const body = useRef<unknown[] | null>(null);
+  /** When rows were last drawn during the current replay (or it began); null outside one. */
+  const catchUp = useRef<number | null>(null);
+  const holdTimer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  /** Whether this render kept the rows drawn last. */
+  const held = useRef(false);
   const [ready, setReady] = useState(false);
   useEffect(() => {
     const t = setTimeout(() => setReady(true), 0);
     return () => clearTimeout(t);
   }, []);
 
-  const rows = model.rows();
-  const n = rows.length;
-  const keys = rows.map(rowKey);
-  const kinds = rows.map((r) => rowKind(model, r));
-  const offs = offsets(keys.map((k, i) => heights.get(k, kinds[i])));
-  const el = scroller.current;
-  if (el) noticeScrollUp(el);
-  const viewH = el?.clientHeight || window.innerHeight;
-  let top: number;
-  if (following.current || !el) {
-    top = Math.max(0, offs[n] - viewH);
-    anchor.current = null;
+  // During a replay, keep the rows drawn last until CATCH_UP_DRAW_MS after
+  // the replay began or they were drawn (a timer draws them then).
+  let hold = false;
+  if (ctl.recovering) {
+    const now = performance.now();
+    catchUp.current ??= now;
+    const wait = catchUp.current + CATCH_UP_DRAW_MS - now;
+    if (wait > 0 && body.current !== null) {
+      hold = true;
+      holdTimer.current ??= setTimeout(() => {
+        holdTimer.current = undefined;
+        redraw();
+      }, wait);
+    } else {
+      catchUp.current = now;
+    }
   } else {
-    anchor.current = findAnchor(el, content.current, keys, offs);
-    const at = anchor.current ? keys.indexOf(anchor.current.key) : -1;
-    top = at >= 0 ? offs[at] - anchor.current!.off : el.scrollTop;
+    catchUp.current = null;
+    clearTimeout(holdTimer.current);
+    holdTimer.current = undefined;
   }
-  const win = rangeAt(offs, top - OVERSCAN, top + viewH + OVERSCAN);
-  // The rows in view (and a little past it): their bodies are rendered at once.
-  const vis = rangeAt(offs, top - 100, top + viewH + 100);
-  drawn.current = n === 0 ? null : { first: keys[win[0]], last: keys[win[1] - 1], atStart: win[0] === 0, atEnd: win[1] === n };
-  // Always in the page, wherever the view is: pending approvals (they take
-  // the focus and must be reachable from the keyboard) and the latest
-  // turn's header (its status is what a reader looks for).
-  const pinned: number[] = [];
-  let lastTurn = -1;
-  rows.forEach((r, i) => {
-    if (r.kind === 'turn') lastTurn = i;
-    else if (r.kind === 'approval' && model.pending.has(r.id)) pinned.push(i);
-  });
-  if (lastTurn >= 0) pinned.push(lastTurn);
-  // The first draw of a thread comes with the rest of the page (the thread
-  // list, the header): its rows follow in a task of their own.
-  const segs = ready ? segments(n, win, pinned) : segments(n, [0, 0], []);
+  held.current = hold;
+
+  if (!hold) {
+    const rows = model.rows();
+    const n = rows.length;
+    const keys = rows.map(rowKey);
+    const kinds = rows.map((r) => rowKind(model, r));
+    const offs = offsets(keys.map((k, i) => heights.get(k, kinds[i])));
+    const el = scroller.current;
+    if (el) noticeScrollUp(el);
+    const viewH = el?.clientHeight || window.innerHeight;
+    let top: number;
+    if (following.current || !el) {
+      top = Math.max(0, offs[n] - viewH);
+      anchor.current = null;
+    } else {
+      anchor.current = findAnchor(el, content.current, keys, offs);
+      const at = anchor.current ? keys.indexOf(anchor.current.key) : -1;
+      top = at >= 0 ? offs[at] - anchor.current!.off : el.scrollTop;
+    }
+    const win = rangeAt(offs, top - OVERSCAN, top + viewH + OVERSCAN);
+    // The rows in view (and a little past it): their bodies are rendered at once.
+    const vis = rangeAt(offs, top - 100, top + viewH + 100);
+    drawn.current = n === 0 ? null : { first: keys[win[0]], last: keys[win[1] - 1], atStart: win[0] === 0, atEnd: win[1] === n };
+    // Always in the page, wherever the view is: pending approvals (they take
+    // the focus and must be reachable from the keyboard) and the latest
+    // turn's header (its status is what a reader looks for).
+    const pinned: number[] = [];
+    let lastTurn = -1;
+    rows.forEach((r, i) => {
+      if (r.kind === 'turn') lastTurn = i;
+      else if (r.kind === 'approval' && model.pending.has(r.id)) pinned.push(i);
+    });
+    if (lastTurn >= 0) pinned.push(lastTurn);
+    // The first draw of a thread comes with the rest of the page (the thread
+    // list, the header): its rows follow in a task of their own.
+    const segs = ready ? segments(n, win, pinned) : segments(n, [0, 0], []);
+    // The same vnodes again are not diffed: that is what holding costs.
+    body.current = segs.map((g) =>
+      g.rows
+        ? rows.slice(g.from, g.to).map(
+            (r, j) => html`<div key=${keys[g.from + j]} class=${g.from + j === 0 ? 'vrow first' : 'vrow'} data-row=${keys[g.from + j]} data-row-kind=${kinds[g.from + j]}>
+              <${RowView} ctl=${ctl} row=${r} eager=${g.from + j >= vis[0] && g.from + j < vis[1]} />
+            </div>`,
+          )
+        : html`<div key=${'gap:' + keys[g.from]} class="vgap" aria-hidden="true" style=${{ height: `${offs[g.to] - offs[g.from]}px` }}></div>`,
+    );
+  }
+  const empty = model.turns.size === 0 && !ctl.recovering;
 
   const toBottom = () => {
     const s = scroller.current;
@@ -351,8 +438,14 @@ function ThreadView({ ctl }: Props) {
     const s = scroller.current;
     if (!s) return;
     const bottom = s.scrollHeight - s.scrollTop - s.clientHeight < 48;
-    following.current = bottom;
-    if (bottom !== atBottom) setAtBottom(bottom);
+    if (bottom) pinnedAt.current = s.scrollTop;
+    // Rows drawn or rendered below the view since it was at the bottom
+    // (Markdown rendered in a later slice, before the ResizeObserver
+    // pulls the view down) move the bottom away without a scroll: only a
+    // scroll up stops following.
+    const follow = bottom || (following.current && pinnedAt.current !== null && s.scrollTop >= pinnedAt.current - 48);
+    following.current = follow;
+    if (follow !== atBottom) setAtBottom(follow);
     if (!covered(s, content.current, drawn.current)) redraw();
   };
   const jump = () => {
@@ -379,15 +472,22 @@ function ThreadView({ ctl }: Props) {
     }
     // Rows smaller than guessed can leave the window short of the view's
     // edges: draw again with their measured heights, in a task of its own
-    // (this one drew a window already).
-    if (!covered(s, c, drawn.current) && again.current === undefined) {
+    // (this one drew a window already). Not while held: the hold's timer
+    // draws.
+    if (!held.current && !covered(s, c, drawn.current) && again.current === undefined) {
       again.current = setTimeout(() => {
         again.current = undefined;
         redraw();
       }, 0);
     }
   });
-  useEffect(() => () => clearTimeout(again.current), []);
+  useEffect(
+    () => () => {
+      clearTimeout(again.current);
+      clearTimeout(holdTimer.current);
+    },
+    [],
+  );
   // Content that grows without a render (fonts, highlighting, images) keeps the view at the bottom too.
   useEffect(() => {
     const c = content.current;
@@ -404,9 +504,10 @@ function ThreadView({ ctl }: Props) {
   useEffect(() => {
     for (const id of model.pending.keys()) {
       if (seenApprovals.current.has(id)) continue;
-      seenApprovals.current.add(id);
+      // Not drawn yet (rows held during a replay): on a later draw.
       const card = scroller.current?.querySelector<HTMLElement>(`[data-approval-id="${CSS.escape(id)}"]`);
       if (!card) continue;
+      seenApprovals.current.add(id);
       card.scrollIntoView({ block: 'nearest' });
       card.querySelector<HTMLButtonElement>('button[data-decision=approve]')?.focus({ preventScroll: true });
     }
@@ -421,16 +522,8 @@ function ThreadView({ ctl }: Props) {
       <div class="scroll-wrap">
         <div class="scroller" ref=${scroller} onScroll=${onScroll} data-testid="transcript" tabindex="0" aria-label="Transcript">
           <div class="transcript" ref=${content} onClick=${copyCode}>
-            ${n === 0 ? html`<p class="empty-thread">Nothing here yet. Write a message below to start.</p>` : null}
-            ${segs.map((g) =>
-              g.rows
-                ? rows.slice(g.from, g.to).map(
-                    (r, j) => html`<div key=${keys[g.from + j]} class=${g.from + j === 0 ? 'vrow first' : 'vrow'} data-row=${keys[g.from + j]} data-row-kind=${kinds[g.from + j]}>
-                      <${RowView} ctl=${ctl} row=${r} eager=${g.from + j >= vis[0] && g.from + j < vis[1]} />
-                    </div>`,
-                  )
-                : html`<div key=${'gap:' + keys[g.from]} class="vgap" aria-hidden="true" style=${{ height: `${offs[g.to] - offs[g.from]}px` }}></div>`,
-            )}
+            ${empty ? html`<p class="empty-thread">Nothing here yet. Write a message below to start.</p>` : null}
+            ${body.current}
           </div>
         </div>
         ${atBottom ? null : html`<button class="jump" data-testid="jump-latest" onClick=${jump}>↓ Jump to latest</button>`}
@@ -553,12 +646,9 @@ function ItemBlock({ item, eager }: { item: Item; eager: boolean }) {
 }
 
 function itemBody(item: Item, eager: boolean) {
-  const p = item.payload;
   switch (item.kind) {
-    case 'userMessage': {
-      const steer = p.submission === 'steer';
-      return html`<span class="who">${steer ? 'You (steering)' : 'You'}</span><div class="item-text bubble">${item.text}</div>${steer && p.deliveryState ? html`<span class="badge">${statusLabel(String(p.deliveryState))}</span>` : null}`;
-    }
+    case 'userMessage':
+      return html`<${UserBlock} item=${item} />`;
     case 'agentMessage':
       return html`<span class="who">Agent</span><${Markdown} text=${item.text} live=${item.status === 'inProgress'} eager=${eager} />`;
     case 'commandExecution':
@@ -571,7 +661,8 @@ function itemBody(item: Item, eager: boolean) {
 }
 
 /**
- * Agent text as Markdown. Eager (rows in view): rendered now. Otherwise
+ * Agent text as Markdown. Eager (rows in view): rendered now, within a
+ * time budget per task (renderMarkdownNow). Otherwise
  * (rows drawn ahead of the view) the plain text shows until an idle slice
  * rendered it, unless it is in the cache already.
  */
@@ -580,7 +671,7 @@ function Markdown({ text, live, eager }: { text: string; live: boolean; eager: b
   const mounted = useRef(true);
   const [, bump] = useReducer((n: number, _: void) => n + 1, 0);
   let out = live ? undefined : cachedMarkdown(text);
-  if (out === undefined && (live || eager)) out = live ? renderMarkdownUncached(text) : renderMarkdown(text);
+  if (out === undefined && (live || eager)) out = live ? renderMarkdownUncached(text) : renderMarkdownNow(text);
   useEffect(() => {
     mounted.current = true;
     return () => {
@@ -598,6 +689,22 @@ function Markdown({ text, live, eager }: { text: string; live: boolean; eager: b
 /** Streaming text changes every delta: render it without filling the cache. */
 function renderMarkdownUncached(text: string): string {
   return renderMarkdown(text, false);
+}
+
+/**
+ * A message from the user; a long one (a pasted file, a script of many
+ * steps) shows its first lines until "show all": laid out whole, a
+ * thousand lines are one long task each time the row is drawn.
+ */
+function UserBlock({ item }: { item: Item }) {
+  const p = item.payload;
+  const steer = p.submission === 'steer';
+  const [open, setOpen] = useState(false);
+  const lines = item.text.split('\n');
+  const long = lines.length > MESSAGE_LINES;
+  return html`<span class="who">${steer ? 'You (steering)' : 'You'}</span><div class="item-text bubble">${long && !open ? lines.slice(0, MESSAGE_LINES).join('\n') + '\n…' : item.text}</div>
+    ${long ? html`<button class="link" aria-expanded=${open} onClick=${() => setOpen(!open)}>${open ? 'Show the first lines only' : `Show all ${lines.length} lines`}</button>` : null}
+    ${steer && p.deliveryState ? html`<span class="badge">${statusLabel(String(p.deliveryState))}</span>` : null}`;
 }
 
 function CommandBlock({ item }: { item: Item }) {

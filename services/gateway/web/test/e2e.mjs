@@ -10,7 +10,7 @@
 // Exit status 0 means every check passed.
 
 import { createServer } from 'node:http';
-import { mkdir, mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { gzipSync } from 'node:zlib';
 import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
@@ -47,6 +47,8 @@ async function ask(need) {
   return answer;
 }
 
+/** The page of the budgets (the long thread), for what a failure prints. */
+let budgetPage = null;
 let checks = 0;
 const started = Date.now();
 function check(cond, what) {
@@ -69,6 +71,51 @@ async function shot(page, name) {
   }
   await page.setViewportSize(before ?? { width: 1280, height: 800 });
   await page.waitForTimeout(100);
+}
+
+/**
+ * Starts a Chromium performance trace of the page; returns the function
+ * that ends it and answers the renderer main threads' tasks, each as
+ * {ms, cpuMs}: wall-clock time and the main thread's CPU time in it. CPU
+ * time is what a budget can be held to on a machine shared with other
+ * work: wall-clock time there includes waiting for a core. With a file
+ * (DEEPCODE_WEB_TRACE), the trace is written to it too, for the DevTools
+ * Performance panel.
+ */
+async function startTrace(page) {
+  const cdp = await page.context().newCDPSession(page);
+  const categories = ['devtools.timeline', 'disabled-by-default-devtools.timeline', 'v8.execute', 'toplevel'];
+  await cdp.send('Tracing.start', { transferMode: 'ReturnAsStream', traceConfig: { includedCategories: categories } });
+  return async (file) => {
+    const done = new Promise((resolve) => cdp.once('Tracing.tracingComplete', resolve));
+    await cdp.send('Tracing.end');
+    const { stream } = await done;
+    let text = '';
+    for (;;) {
+      const chunk = await cdp.send('IO.read', { handle: stream });
+      text += chunk.base64Encoded ? Buffer.from(chunk.data, 'base64').toString('utf8') : chunk.data;
+      if (chunk.eof) break;
+    }
+    await cdp.send('IO.close', { handle: stream });
+    await cdp.detach();
+    if (file) await writeFile(file, text);
+    const parsed = JSON.parse(text);
+    const events = Array.isArray(parsed) ? parsed : parsed.traceEvents;
+    const mains = new Set(events.filter((e) => e.name === 'thread_name' && e.args?.name === 'CrRendererMain').map((e) => `${e.pid}:${e.tid}`));
+    const tasks = events
+      .filter((e) => e.ph === 'X' && (e.name === 'RunTask' || e.name === 'ThreadControllerImpl::RunTask') && mains.has(`${e.pid}:${e.tid}`))
+      .sort((a, b) => a.ts - b.ts || b.dur - a.dur);
+    // Top-level tasks only, per thread (RunTask nests ThreadControllerImpl::RunTask).
+    const out = [];
+    const until = new Map();
+    for (const e of tasks) {
+      const thread = `${e.pid}:${e.tid}`;
+      if (e.ts < (until.get(thread) ?? -1)) continue;
+      until.set(thread, e.ts + e.dur);
+      out.push({ ms: e.dur / 1000, cpuMs: (e.tdur ?? e.dur) / 1000 });
+    }
+    return out;
+  };
 }
 
 let axeSource;
@@ -700,6 +747,8 @@ try {
 
   // Budgets. Initial JavaScript: what the page loads before anything is used.
   const budget = await context.newPage();
+  budgetPage = budget;
+  watch(budget, 'budget');
   const scripts = [];
   budget.on('response', (r) => {
     if (r.url().endsWith('.js')) scripts.push(r.url());
@@ -748,26 +797,64 @@ try {
       );
     }
     const longId = await budget.getAttribute('[data-testid=thread-view]', 'data-thread-id');
+    // Long tasks (over 50 ms) are counted two ways: by the page's
+    // PerformanceObserver (wall-clock, what a user on this machine felt)
+    // and from a trace, by the main thread's CPU time in each task. On a
+    // machine busy with other work a task's wall-clock time is a multiple
+    // of its CPU time, so the check holds the CPU time to the 50 ms budget
+    // and reports the wall-clock figures; DEEPCODE_WEB_STRICT_TASKS=1 (an
+    // idle machine) holds the wall-clock ones to it too.
+    const strict = process.env.DEEPCODE_WEB_STRICT_TASKS === '1';
+    const trace = process.env.DEEPCODE_WEB_TRACE || '';
+    const cpuLong = (tasks) => tasks.filter((t) => t.cpuMs > 50).map((t) => Math.round(t.cpuMs));
+    const maxOf = (xs) => Math.round(Math.max(0, ...xs));
+    await budget.evaluate(() => window.__long.splice(0));
+    let stopTrace = await startTrace(budget);
     const r0 = Date.now();
     await budget.reload();
     await budget.waitForSelector(`[data-testid=thread-view][data-thread-id="${longId}"]`, { timeout: TIMEOUT });
     await waitAgentText(budget, 'item 1998 of the long thread with code in it');
     figures.longThreadOpenMs = Date.now() - r0;
-    const renderTasks = await budget.evaluate(() => window.__long.splice(0));
-    figures.longThreadOpenLongTasks = renderTasks.length;
-    figures.longThreadOpenMaxTaskMs = Math.round(Math.max(0, ...renderTasks));
+    check((await distanceFromBottom(budget)) < 48, 'the 2,000-item thread opens at its latest item');
+    await budget.waitForTimeout(500); // the rows around the view and the deferred Markdown
+    const openTasks = await stopTrace(trace && trace.replace(/(\.json)?$/, '-open.json'));
+    const openLong = await budget.evaluate(() => window.__long.splice(0));
+    figures.longThreadOpenLongTasks = openLong.length;
+    figures.longThreadOpenLongTaskMs = openLong.map(Math.round);
+    figures.longThreadOpenMaxTaskMs = maxOf(openLong);
+    figures.longThreadOpenMaxTaskCpuMs = maxOf(openTasks.map((t) => t.cpuMs));
+    stopTrace = await startTrace(budget);
     const t0 = Date.now();
     for (let i = 0; i < 30; i++) {
       await budget.evaluate(() => (document.querySelector('[data-testid=transcript]').scrollTop -= 2500));
       await budget.waitForTimeout(50);
     }
     figures.longThreadScrollMs = Date.now() - t0;
-    const longTasks = await budget.evaluate(() => window.__long);
+    await budget.waitForTimeout(300);
+    const scrollTasks = await stopTrace(trace && trace.replace(/(\.json)?$/, '-scroll.json'));
+    const longTasks = await budget.evaluate(() => window.__long.splice(0));
     figures.longThreadLongTasks = longTasks.length;
-    figures.longThreadMaxTaskMs = Math.round(Math.max(0, ...longTasks));
+    figures.longThreadLongTaskMs = longTasks.map(Math.round);
+    figures.longThreadMaxTaskMs = maxOf(longTasks);
+    figures.longThreadScrollMaxTaskCpuMs = maxOf(scrollTasks.map((t) => t.cpuMs));
     figures.longThreadRowsInDom = await budget.locator('[data-testid=item]').count();
+    figures.loadAverage = (await readFile('/proc/loadavg', 'utf8').catch(() => '')).split(' ').slice(0, 3).join(' ');
     console.log(`figures: ${JSON.stringify(figures)}`);
-    check(figures.longThreadRowsInDom < 2000, `a 2,000-item thread keeps ${figures.longThreadRowsInDom} items in the page (windowed); longest task while scrolling: ${figures.longThreadMaxTaskMs} ms in ${longTasks.length} long task(s)`);
+    check(figures.longThreadRowsInDom < 2000, `a 2,000-item thread keeps ${figures.longThreadRowsInDom} items in the page (windowed)`);
+    check(
+      cpuLong(openTasks).length === 0 && cpuLong(scrollTasks).length === 0,
+      `opening and scrolling the 2,000-item thread: no task over 50 ms of CPU (longest ${figures.longThreadOpenMaxTaskCpuMs} ms opening, ${figures.longThreadScrollMaxTaskCpuMs} ms scrolling; over 50: ${JSON.stringify([cpuLong(openTasks), cpuLong(scrollTasks)])})`,
+    );
+    const wall = `long tasks by the clock: ${openLong.length} opening (${figures.longThreadOpenLongTaskMs.join(', ') || 'none'} ms), ${longTasks.length} scrolling (${figures.longThreadLongTaskMs.join(', ') || 'none'} ms), load average ${figures.loadAverage}`;
+    if (strict) check(openLong.length === 0 && longTasks.length === 0, wall);
+    else console.log(`${wall} (reported; DEEPCODE_WEB_STRICT_TASKS=1 checks them)`);
+    await budget.click('[data-testid=jump-latest]');
+    await budget.waitForFunction(() => {
+      const sc = document.querySelector('[data-testid=transcript]');
+      return sc.scrollHeight - sc.scrollTop - sc.clientHeight < 48;
+    }, null, { timeout: TIMEOUT });
+    await waitAgentText(budget, 'item 1998 of the long thread with code in it');
+    check(true, '"jump to latest" brings the 2,000-item thread back to its latest item');
   } else {
     console.log(`figures: ${JSON.stringify(figures)}`);
   }
@@ -785,6 +872,15 @@ try {
     const text = await page.evaluate(() => document.body.innerText).catch(() => '(no page)');
     console.log(`--- main page text ---\n${text}\n---`);
     if (shotsDir) await page.screenshot({ path: join(shotsDir, 'failure.png') }).catch(() => undefined);
+  }
+  if (budgetPage && !budgetPage.isClosed()) {
+    const rows = await budgetPage
+      .evaluate(() => [...document.querySelectorAll('[data-testid=transcript] [data-row]')].slice(-5).map((e) => `${e.dataset.row}: ${e.textContent.slice(0, 120)}`).join('\n'))
+      .catch(() => '(no page)');
+    const head = await budgetPage
+      .evaluate(() => `${document.querySelector('.thread-head')?.textContent ?? ''}; turns ${[...document.querySelectorAll('[data-testid=turn]')].map((e) => e.dataset.status)}; ${document.querySelector('[data-testid=connection]')?.textContent ?? ''}`)
+      .catch(() => '');
+    console.log(`--- the budget page's last rows (${head}) ---\n${rows}\n---`);
   }
   process.exitCode = 1;
 } finally {
