@@ -53,6 +53,8 @@ func BenchmarkGatewayThreadRead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The test service's own method, which the contract does not list.
+	fake.countOnly.Store(true)
 	fake.must("test/reply", map[string]any{"reply": sample}, nil)
 	fake.close()
 	perConn := max(b.N, 400)
