@@ -6,32 +6,18 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/deepcode-dev/deepcode/services/agentd/runtime"
-	"github.com/deepcode-dev/deepcode/shared/config"
+	"github.com/deepcode-dev/deepcode/services/agentd/runtime/runtimetest"
 )
 
 // TestArgs: a profile's extra arguments end the runtime's command line, and
 // a change of them (or of the model) is a new runtime: the pool key
 // differs.
 func TestArgs(t *testing.T) {
-	turn := func(args ...string) *runtime.TurnRun {
-		return &runtime.TurnRun{ProfileName: "p", Workspace: "/w", Profile: config.Profile{Model: "m1", BaseURL: "http://127.0.0.1:1/v1", Args: args}}
-	}
-	argv := claudeArgs("claude", turn("--extra", "x=1"))
-	if n := len(argv); n < 3 || argv[0] != "claude" || argv[n-2] != "--extra" || argv[n-1] != "x=1" {
-		t.Errorf("argv %q does not end with the profile's args", argv)
-	}
 	var p Provider
-	if p.key(turn("--extra", "x=1"), "claude") == p.key(turn("--extra", "x=2"), "claude") {
-		t.Error("changed args keep the same runtime")
-	}
-	if first, again := p.key(turn(), "claude"), p.key(turn(), "claude"); first != again {
-		t.Error("the same settings give two keys")
-	}
-	other := turn()
+	runtimetest.CheckArgs(t, "claude", claudeArgs, p.key)
+	other := runtimetest.Turn()
 	other.Model = "m2" // a turn's own model
-	var claude Provider
-	if claude.key(turn(), "claude") == claude.key(other, "claude") || !slices.Contains(claudeArgs("claude", other), "m2") {
+	if p.key(runtimetest.Turn(), "claude") == p.key(other, "claude") || !slices.Contains(claudeArgs("claude", other), "m2") {
 		t.Error("claude: a turn's own model does not reach the runtime")
 	}
 }

@@ -3,26 +3,13 @@ package codex
 import (
 	"testing"
 
-	"github.com/deepcode-dev/deepcode/services/agentd/runtime"
-	"github.com/deepcode-dev/deepcode/shared/config"
+	"github.com/deepcode-dev/deepcode/services/agentd/runtime/runtimetest"
 )
 
 // TestArgs: a profile's extra arguments end the runtime's command line, and
 // a change of them (or of the model) is a new runtime: the pool key
 // differs.
 func TestArgs(t *testing.T) {
-	turn := func(args ...string) *runtime.TurnRun {
-		return &runtime.TurnRun{ProfileName: "p", Workspace: "/w", Profile: config.Profile{Model: "m1", BaseURL: "http://127.0.0.1:1/v1", Args: args}}
-	}
-	argv := codexArgs("codex", turn("--extra", "x=1"))
-	if n := len(argv); n < 3 || argv[0] != "codex" || argv[n-2] != "--extra" || argv[n-1] != "x=1" {
-		t.Errorf("argv %q does not end with the profile's args", argv)
-	}
 	var p Provider
-	if p.key(turn("--extra", "x=1"), "codex") == p.key(turn("--extra", "x=2"), "codex") {
-		t.Error("changed args keep the same runtime")
-	}
-	if first, again := p.key(turn(), "codex"), p.key(turn(), "codex"); first != again {
-		t.Error("the same settings give two keys")
-	}
+	runtimetest.CheckArgs(t, "codex", codexArgs, p.key)
 }
