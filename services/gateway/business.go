@@ -91,9 +91,9 @@ func (b *business) serveWith(w http.ResponseWriter, r *http.Request, attach func
 	s := &session{b: b}
 	// The peer queues the answers, and notifications in its lane
 	// (outbox.go); the two share the connection's output bounds.
-	lane := notificationLane
+	// (The peer copies the lane's options.)
 	b.g.svc.ServePeerHook(w, r, rpc.HandlerFunc(s.handle), rpc.PeerOptions{Executor: b.executor,
-		OutboundFrames: replyFrames, OutboundBytes: replyBytes, Lane: &lane}, attach)
+		OutboundFrames: replyFrames, OutboundBytes: replyBytes, Lane: &notificationLane}, attach)
 	b.unsubscribe(s)
 }
 

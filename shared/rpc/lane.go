@@ -81,8 +81,8 @@ func (l *lane) drop() {
 
 // take removes the next chunk from the queue; whole reports that it took
 // the queue's whole array (which may then be kept as the spare).
-func (l *lane) take() (chunk [][]byte, n int64, whole bool) {
-	k := 0
+func (l *lane) take() (chunk [][]byte, whole bool) {
+	k, n := 0, int64(0)
 	for k < len(l.q) && (k == 0 || (k < l.opts.ChunkFrames && n < l.opts.ChunkBytes)) {
 		n += int64(len(l.q[k]))
 		k++
@@ -97,7 +97,7 @@ func (l *lane) take() (chunk [][]byte, n int64, whole bool) {
 	}
 	l.writingFrames, l.writingBytes = len(chunk), n
 	l.bytes -= n
-	return chunk, n, whole
+	return chunk, whole
 }
 
 // QueueNotification queues one encoded notification on the lane (the same
@@ -197,7 +197,7 @@ func (p *Peer) writeLaneChunk() bool {
 		p.outMu.Unlock()
 		return true
 	}
-	chunk, _, whole := l.take()
+	chunk, whole := l.take()
 	p.outMu.Unlock()
 
 	err := p.conn.WriteMessages(chunk)

@@ -113,20 +113,10 @@ func (a *app) runStatus(ctx context.Context, flags *pflag.FlagSet) error {
 	return nil
 }
 
-// statusFlags is the flag set of a service status run that needs nothing
-// of cobra (see quickStatus): the command's own --json and the root's
-// --database, bound to a.
-func (a *app) statusFlags() *pflag.FlagSet {
-	fs := pflag.NewFlagSet("status", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&a.database, "database", "", "")
-	fs.BoolVar(&a.jsonOut, "json", false, "")
-	return fs
-}
-
 // quickStatus reports whether args are a plain service status — the two
 // words and nothing but --json and --database, in any order — and if so
-// the flags they set, as cobra would parse them. Monitors and scripts call status often, and its
+// the flags they set (in a, and as the flag set config.Load reads), as
+// cobra would parse them. Monitors and scripts call status often, and its
 // cost is mostly the process's start: making the command tree, even the
 // lazy one, was a fifth of it. Anything else (help, a misspelling, an
 // unknown flag, a bad value) is left to cobra, whose messages and exit
@@ -153,15 +143,21 @@ func (a *app) quickStatus(args []string) (*pflag.FlagSet, bool) {
 			words++
 		}
 	}
-	fs := a.statusFlags()
+	// Parsed into its own variables: a refused line leaves a as it was,
+	// for cobra.
+	var database string
+	var jsonOut bool
+	fs := pflag.NewFlagSet("status", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&database, "database", "", "")
+	fs.BoolVar(&jsonOut, "json", false, "")
 	if fs.Parse(args) != nil {
-		a.database, a.jsonOut = "", false
 		return nil, false
 	}
 	if rest := fs.Args(); len(rest) != 2 || rest[0] != "service" || rest[1] != "status" {
-		a.database, a.jsonOut = "", false
 		return nil, false
 	}
+	a.database, a.jsonOut = database, jsonOut
 	return fs, true
 }
 
